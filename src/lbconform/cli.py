@@ -1,0 +1,161 @@
+"""The ``lbconform`` command: the only module that prints.
+
+Every user error surfaces as one line, ``lbconform: error: ...``, and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from lbconform.errors import LbconformError
+from lbconform.lab import build, topology
+from lbconform.lab.cluster import DEFAULT_API_PORT, Lab
+
+
+def _say(msg: str) -> None:
+    print(f"lbconform: {msg}", file=sys.stderr, flush=True)
+
+
+def _lab(args: argparse.Namespace) -> Lab:
+    return Lab(progress=_say)
+
+
+def cmd_lab_build(args: argparse.Namespace) -> int:
+    dirs = build.Builder(progress=_say).build_all()
+    for d in dirs:
+        print(d)
+    return 0
+
+
+def cmd_lab_up(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect))
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items())
+    print(f"lab is up: {args.nodes} nodes Ready in {report.total:.1f}s ({phases})")
+    print(f"  kubectl:  lbconform lab kubectl get nodes   (or KUBECONFIG={lab.dir.kubeconfig} kubectl ...)")
+    print(f"  client:   lbconform lab exec -- curl http://{topology.Node(1).ip}:NODEPORT/hostname")
+    print("  down:     lbconform lab down")
+    return 0
+
+
+def cmd_lab_down(args: argparse.Namespace) -> int:
+    removed = _lab(args).down()
+    print("lab removed" if removed else "no lab was running")
+    return 0
+
+
+def cmd_lab_status(args: argparse.Namespace) -> int:
+    st = _lab(args).status()
+    if not st.running:
+        print(f"no lab is running (lab directory {st.lab_dir})")
+        return 1
+    print(f"lab directory {st.lab_dir}, apiserver on 127.0.0.1:{st.api_port}")
+    for name, alive in st.processes.items():
+        print(f"  {name:28s} {'running' if alive else 'NOT RUNNING'}")
+    if st.api_error:
+        print(f"  apiserver unreachable: {st.api_error}")
+    for n in st.nodes:
+        print(f"  {n.name:10s} agent {'up' if n.agent else 'down':5s} Ready={n.ready:8s} podCIDR={n.pod_cidr}")
+    return 0 if all(st.processes.values()) and not st.api_error else 1
+
+
+def cmd_lab_kubectl(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    lab.dir.read()
+    kubectl = str(build.binary("kubectl"))
+    os.execv(kubectl, [kubectl, f"--kubeconfig={lab.dir.kubeconfig}", *args.args])
+    return 127
+
+
+def cmd_lab_exec(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    lab.dir.read()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise LbconformError("lab exec needs a command: lbconform lab exec -- CMD [ARGS...]")
+    argv = ["ip", "netns", "exec", topology.CLIENT_NS, "env",
+            f"KUBECONFIG={lab.dir.lab_kubeconfig}", *command]
+    os.execvp("ip", argv)
+    return 127
+
+
+def cmd_lab_node(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    if args.action == "kill":
+        lab.kill_node(args.name)
+    else:
+        lab.start_node(args.name)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lbconform.lab.smoke import run_smoke
+
+    return run_smoke(Lab(progress=_say), keep_lab=args.keep_lab, say=_say)
+
+
+def cmd_bench_lab(args: argparse.Namespace) -> int:
+    from lbconform.lab.bench import bench_lab
+
+    return bench_lab(nodes=args.nodes, rounds=args.rounds, say=_say)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lbconform", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true", help="log what the library does")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the conformance check against the lab")
+    run.add_argument("--keep-lab", action="store_true", help="leave a lab this run booted running")
+    run.set_defaults(func=cmd_run)
+
+    lab = sub.add_parser("lab", help="the hermetic lab cluster").add_subparsers(dest="lab", required=True)
+    lab.add_parser("build", help="build the lab's binaries (cached)").set_defaults(func=cmd_lab_build)
+    up = lab.add_parser("up", help="boot the lab")
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
+                    help="loopback port that forwards to the apiserver")
+    up.add_argument("--lb-defect", action="append", default=[], metavar="NAME",
+                    help="start the reference load balancer with this defect (repeatable)")
+    up.set_defaults(func=cmd_lab_up)
+    lab.add_parser("down", help="remove everything the lab made").set_defaults(func=cmd_lab_down)
+    lab.add_parser("status", help="what runs").set_defaults(func=cmd_lab_status)
+    kc = lab.add_parser("kubectl", help="the built kubectl against the lab")
+    kc.add_argument("args", nargs=argparse.REMAINDER)
+    kc.set_defaults(func=cmd_lab_kubectl)
+    ex = lab.add_parser("exec", help="run a command in the client namespace")
+    ex.add_argument("command", nargs=argparse.REMAINDER)
+    ex.set_defaults(func=cmd_lab_exec)
+    node = lab.add_parser("node", help="kill or start a node")
+    node.add_argument("action", choices=("kill", "start"))
+    node.add_argument("name")
+    node.set_defaults(func=cmd_lab_node)
+
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+    bl = bench.add_parser("lab", help="boot time and memory of the lab")
+    bl.add_argument("--nodes", type=int, default=3)
+    bl.add_argument("--rounds", type=int, default=3)
+    bl.set_defaults(func=cmd_bench_lab)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(message)s")
+    try:
+        return int(args.func(args))
+    except LbconformError as exc:
+        print(f"lbconform: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lbconform: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Kubernetes access: clients from kubeconfigs, JSON requests, manifests, jigs, diagnostics."""

@@ -1,0 +1,73 @@
+"""Which container images the lab can run, and as which local program.
+
+There are no container images in the lab: an image name maps to a program on this
+machine. An image the lab does not know fails the pod with a reason that lists the ones it
+does.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lbconform.lab import build
+
+AGNHOST_IMAGE = "registry.k8s.io/e2e-test-images/agnhost"
+PAUSE_IMAGE = "registry.k8s.io/pause"
+LOCUST_IMAGE = "locustio/locust"
+
+KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE)
+
+
+class UnknownImage(Exception):
+    """The lab has no program for this image."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A container's command line, resolved to local files."""
+
+    argv: list[str]
+    image_id: str
+
+
+def _repository(image: str) -> str:
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    return name
+
+
+def _agnhost() -> str:
+    return str(build.binary("agnhost"))
+
+
+def resolve(image: str, command: Sequence[str], args: Sequence[str]) -> Program:
+    """Map a container's image, command and args to a local argv, as the image would run it."""
+    repo = _repository(image)
+    if repo == AGNHOST_IMAGE:
+        # The image's entrypoint is /agnhost; a command may name it explicitly.
+        argv = [*command, *args] if command else ["/agnhost", *args]
+        return Program(command_argv(argv), f"lab://agnhost@{_agnhost()}")
+    if repo == PAUSE_IMAGE:
+        return Program([_agnhost(), "pause"], "lab://pause")
+    if repo == LOCUST_IMAGE:
+        locust = str(Path(sys.executable).with_name("locust"))
+        argv = [*command, *args] if command else ["locust", *args]
+        if argv[0] in ("locust", "/usr/local/bin/locust"):
+            argv[0] = locust
+        return Program(argv, f"lab://locust@{locust}")
+    raise UnknownImage(
+        f"the lab cannot run image {image!r}: it runs {', '.join(KNOWN_IMAGES)}"
+    )
+
+
+def command_argv(argv: Sequence[str]) -> list[str]:
+    """A command as a container would exec it: /agnhost is the built agnhost, the rest is local."""
+    out = list(argv)
+    if out and out[0] in ("/agnhost", "agnhost"):
+        out[0] = _agnhost()
+    return out

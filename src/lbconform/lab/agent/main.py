@@ -1,0 +1,163 @@
+"""The agent process: wiring of node heart, kube-proxy supervision and pod workers.
+
+Run as ``python -m lbconform.lab.agent --node NAME --lab-dir DIR`` inside the node's
+network namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lbconform.kube.rawapi import ApiError, Json, RawApi, api_client
+from lbconform.lab import build, controlplane
+from lbconform.lab import topology as topo
+from lbconform.lab.agent.ipam import PodIPAM
+from lbconform.lab.agent.node import NodeHeart, announce_pod_cidr
+from lbconform.lab.agent.pods import PodWorker
+from lbconform.lab.agent.sandbox import destroy_recorded
+from lbconform.lab.state import LabDir
+
+log = logging.getLogger("lbconform.lab.agent")
+
+#: How long the agent waits for node IPAM to give its node a podCIDR.
+POD_CIDR_TIMEOUT_SECONDS = 60.0
+#: kube-proxy is restarted this long after it exits (it exits on purpose when its Node changes).
+KUBE_PROXY_RESTART_SECONDS = 1.0
+
+
+class Agent:
+    """One node's kubelet stand-in."""
+
+    def __init__(self, node: topo.Node, labdir: LabDir, peers: list[str]) -> None:
+        self.node = node
+        self.labdir = labdir
+        self.peers = peers
+        self.nodedir = labdir.node_dir(node.name)
+        self.api = RawApi(api_client(self.nodedir / "kubeconfig"))
+        self.heart = NodeHeart(self.api, node)
+        self.workers: dict[str, PodWorker] = {}
+        self.lock = threading.Lock()
+        self.ipam: PodIPAM
+
+    # --- used by pod workers -----------------------------------------------------------
+    def forget(self, uid: str) -> None:
+        with self.lock:
+            self.workers.pop(uid, None)
+
+    def event(self, pod: Json, reason: str, message: str, kind: str = "Normal") -> None:
+        meta = pod["metadata"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"],
+                               "uid": meta["uid"], "apiVersion": "v1"},
+            "reason": reason, "message": message, "type": kind,
+            "source": {"component": "kubelet", "host": self.node.name},
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self.api.post(f"/api/v1/namespaces/{meta['namespace']}/events", body)
+        except Exception as exc:
+            log.debug("event %s for %s not recorded: %s", reason, meta["name"], exc)
+
+    # --- main ---------------------------------------------------------------------------
+    def run(self) -> None:
+        destroy_recorded(self.labdir.sandboxes_dir(self.node.name))
+        node_obj = self.heart.register()
+        pod_cidr = self.heart.wait_for_pod_cidr(POD_CIDR_TIMEOUT_SECONDS)
+        self.ipam = PodIPAM(pod_cidr)
+        announce_pod_cidr(self.node, pod_cidr, self.peers)
+        log.info("node %s has podCIDR %s", self.node.name, pod_cidr)
+        threading.Thread(target=self._supervise_kube_proxy, daemon=True, name="kube-proxy").start()
+        threading.Thread(target=self.heart.heartbeat_forever, args=(node_obj["metadata"]["uid"],),
+                         daemon=True, name="heartbeat").start()
+        self._watch_pods()
+
+    def _supervise_kube_proxy(self) -> None:
+        argv = controlplane.kube_proxy_args(build.binary("kube-proxy"), self.nodedir / "kube-proxy.kubeconfig",
+                                            self.node)
+        logfile = self.labdir.logs / f"kube-proxy-{self.node.name}.log"
+        while True:
+            with open(logfile, "ab") as out:
+                proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+            (self.nodedir / "kube-proxy.pid").write_text(str(proc.pid))
+            code = proc.wait()
+            log.warning("kube-proxy exited with %s; restarting", code)
+            time.sleep(KUBE_PROXY_RESTART_SECONDS)
+
+    def _dispatch(self, kind: str, pod: Json) -> None:
+        uid = pod["metadata"]["uid"]
+        with self.lock:
+            worker = self.workers.get(uid)
+            if kind == "DELETED":
+                if worker is not None:
+                    worker.deleted()
+                return
+            if worker is not None:
+                worker.update(pod)
+                return
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                if pod["metadata"].get("deletionTimestamp"):
+                    self._final_delete(pod)
+                return
+            worker = PodWorker(self, pod)
+            self.workers[uid] = worker
+        worker.start()
+
+    def _final_delete(self, pod: Json) -> None:
+        meta = pod["metadata"]
+        try:
+            self.api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                            {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
+        except ApiError:
+            pass
+
+    def _watch_pods(self) -> None:
+        selector = f"spec.nodeName={self.node.name}"
+        while True:
+            try:
+                listing = self.api.get("/api/v1/pods", fieldSelector=selector)
+                seen = set()
+                for pod in listing.get("items", []):
+                    seen.add(pod["metadata"]["uid"])
+                    self._dispatch("ADDED", pod)
+                with self.lock:
+                    vanished = [w for uid, w in self.workers.items() if uid not in seen]
+                for w in vanished:
+                    w.deleted()
+                rv = listing["metadata"]["resourceVersion"]
+                for event in self.api.watch("/api/v1/pods", rv, fieldSelector=selector):
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    self._dispatch(event["type"], event["object"])
+            except ApiError as exc:
+                if exc.status != 410:
+                    log.warning("pod watch: %s", exc)
+                    time.sleep(1)
+            except Exception as exc:
+                log.warning("pod watch broke: %s", exc)
+                time.sleep(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lbconform-lab-agent")
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--nodes", type=int, required=True, help="how many nodes the lab has")
+    parser.add_argument("--lab-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(threadName)s %(message)s")
+    node = topo.node_by_name(args.node, args.nodes)
+    peers: list[Any] = [topo.FABRIC_NS, topo.LB_NS] + [n.netns for n in topo.nodes(args.nodes)]
+    Agent(node, LabDir(args.lab_dir), peers).run()
+    return 0

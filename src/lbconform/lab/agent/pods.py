@@ -1,0 +1,369 @@
+"""The pod worker: one thread per pod, driving it from bound to deleted as the kubelet does.
+
+It makes the sandbox, starts containers (init containers first), runs their probes,
+restarts them per restartPolicy, reports status and conditions, and on deletion runs the
+termination sequence of ``containers.Container.kill`` for all containers at once before it
+removes the pod with a zero grace period, the kubelet's final delete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from lbconform.kube.rawapi import ApiError, Json
+from lbconform.lab import topology as topo
+from lbconform.lab.agent import images
+from lbconform.lab.agent.containers import Container, now_rfc3339
+from lbconform.lab.agent.probes import ProbeTarget, ProbeWorker
+from lbconform.lab.agent.sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from lbconform.lab.agent.main import Agent
+
+log = logging.getLogger(__name__)
+
+#: How often a worker looks at its containers when nothing wakes it.
+TICK_SECONDS = 0.25
+
+
+def _field_ref(pod: Json, path: str, pod_ip: str, host_ip: str) -> str:
+    meta = pod["metadata"]
+    values = {
+        "metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
+        "metadata.uid": meta["uid"], "spec.nodeName": pod["spec"].get("nodeName", ""),
+        "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
+        "status.podIP": pod_ip, "status.podIPs": pod_ip, "status.hostIP": host_ip,
+        "status.hostIPs": host_ip,
+    }
+    if path in values:
+        return str(values[path])
+    for prefix, source in (("metadata.labels", "labels"), ("metadata.annotations", "annotations")):
+        if path.startswith(prefix + "['") and path.endswith("']"):
+            return str((meta.get(source) or {}).get(path[len(prefix) + 2:-2], ""))
+    raise ValueError(f"fieldRef {path} is not supported by the lab")
+
+
+class PodWorker(threading.Thread):
+    """Owns one pod on this node for its whole life."""
+
+    def __init__(self, agent: Agent, pod: Json) -> None:
+        super().__init__(name=f"pod-{pod['metadata']['namespace']}/{pod['metadata']['name']}",
+                         daemon=True)
+        self.agent = agent
+        self.pod = pod
+        self.uid: str = pod["metadata"]["uid"]
+        self.key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        self.wake = threading.Event()
+        self.gone = False
+        spec = pod["spec"]
+        self.sandbox = Sandbox(self.uid, agent.labdir.sandboxes_dir(agent.node.name),
+                               bool(spec.get("hostNetwork")), agent.node.ip)
+        self.start_time = now_rfc3339()
+        self.init_done = not spec.get("initContainers")
+        self.containers = [self._container(c) for c in spec["containers"]]
+        self.inits = [self._container(c) for c in spec.get("initContainers") or []]
+        self.conditions: dict[str, tuple[str, str]] = {}
+        self.last_status: Json | None = None
+        self.sandbox_ready = False
+        self.phase = "Pending"
+
+    # --- called from the agent's watch loop ---------------------------------------------
+    def update(self, pod: Json) -> None:
+        self.pod = pod
+        self.wake.set()
+
+    def deleted(self) -> None:
+        self.gone = True
+        self.wake.set()
+
+    # --- helpers -----------------------------------------------------------------------
+    def _container(self, spec: Json) -> Container:
+        previous = {s["name"]: s for s in (self.pod.get("status") or {}).get("containerStatuses") or []}
+        before = previous.get(spec["name"], {})
+        restarts = int(before.get("restartCount", 0))
+        if before.get("containerID"):
+            restarts += 1  # it ran before this agent started: a node restart restarts it
+        try:
+            program = images.resolve(spec.get("image", ""), spec.get("command") or [],
+                                     spec.get("args") or [])
+        except images.UnknownImage as exc:
+            return Container(spec, None, "ErrImagePull", str(exc), restarts)
+        return Container(spec, program, restart_count=restarts)
+
+    def _env(self, c: Container) -> dict[str, str]:
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+               "HOSTNAME": self.pod["metadata"]["name"],
+               "KUBERNETES_SERVICE_HOST": topo.KUBERNETES_SERVICE_IP,
+               "KUBERNETES_SERVICE_PORT": "443"}
+        for var in c.spec.get("env") or []:
+            if "value" in var:
+                env[var["name"]] = str(var["value"])
+            elif "fieldRef" in (var.get("valueFrom") or {}):
+                env[var["name"]] = _field_ref(self.pod, var["valueFrom"]["fieldRef"]["fieldPath"],
+                                              self.sandbox.ip, self.agent.node.ip)
+            elif var.get("valueFrom"):
+                raise ValueError(f"env {var['name']}: only value and fieldRef are supported by the lab")
+            else:
+                env[var["name"]] = ""
+        return env
+
+    def _probe_target(self, c: Container) -> ProbeTarget:
+        return ProbeTarget(lambda: self.sandbox.ip, self.sandbox.netns, c.spec, lambda: self._env(c))
+
+    def _hostname(self) -> str:
+        spec = self.pod["spec"]
+        if spec.get("hostNetwork"):
+            return str(self.agent.node.name)
+        return str(spec.get("hostname") or self.pod["metadata"]["name"])[:63]
+
+    def deleting(self) -> bool:
+        return bool(self.pod["metadata"].get("deletionTimestamp"))
+
+    def event(self, reason: str, message: str, kind: str = "Normal") -> None:
+        self.agent.event(self.pod, reason, message, kind)
+
+    # --- the worker ----------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception:
+            log.exception("pod worker %s crashed", self.key)
+        finally:
+            for c in self.inits + self.containers:
+                for p in c.probes.values():
+                    p.stop()
+            try:
+                self.sandbox.destroy()
+            finally:
+                if self.sandbox.netns is not None and self.sandbox.ip:
+                    self.agent.ipam.release(self.sandbox.ip)
+                self.agent.forget(self.uid)
+
+    def _run(self) -> None:
+        if self.deleting() or self.gone:
+            self._finish_deletion()
+            return
+        self.sandbox.create(self.agent.ipam.allocate() if self.sandbox.netns else self.agent.node.ip)
+        self.sandbox_ready = True
+        self.sync_status()
+        while True:
+            self.wake.wait(TICK_SECONDS)
+            self.wake.clear()
+            if self.gone:
+                self._terminate(0)
+                return
+            if self.deleting():
+                grace = self.pod["metadata"].get("deletionGracePeriodSeconds")
+                self._terminate(int(grace if grace is not None else
+                                    self.pod["spec"].get("terminationGracePeriodSeconds", 30)))
+                self._finish_deletion()
+                return
+            self._supervise()
+            self.sync_status()
+
+    def _policy(self) -> str:
+        return str(self.pod["spec"].get("restartPolicy", "Always"))
+
+    def _start(self, c: Container) -> None:
+        if c.program is None:
+            return
+        if time.monotonic() < c.next_start:
+            c.waiting_reason = "CrashLoopBackOff" if c.restart_count else "ContainerCreating"
+            return
+        try:
+            env = self._env(c)
+        except ValueError as exc:
+            c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
+            return
+        log_path = self.agent.labdir.node_dir(self.agent.node.name) / "logs" / (
+            f"{self.pod['metadata']['namespace']}_{self.pod['metadata']['name']}_{c.name}.log")
+        try:
+            c.start(self.sandbox.netns, self._hostname(), env, log_path)
+        except OSError as exc:
+            c.waiting_reason, c.waiting_message = "RunContainerError", str(exc)
+            self.event("Failed", f"Error: {exc}", "Warning")
+            return
+        self.event("Started", f"Started container {c.name}")
+        self._start_probes(c)
+
+    def _start_probes(self, c: Container) -> None:
+        for p in c.probes.values():
+            p.stop()
+        c.probes = {}
+        target = self._probe_target(c)
+        for kind in ("startup", "readiness", "liveness"):
+            spec = c.spec.get(f"{kind}Probe")
+            if not spec:
+                continue
+            if kind == "startup":
+                gate: Callable[[], bool] = lambda c=c: c.running and c.probes["startup"].result is not True
+            else:
+                gate = lambda c=c: c.startup_done  # noqa: E731
+            worker = ProbeWorker(kind, spec, target, gate, self.wake.set)
+            c.probes[kind] = worker
+            worker.start()
+
+    def _supervise(self) -> None:
+        """Start what should run, notice exits, restart per policy, act on failed probes."""
+        if not self.init_done:
+            self._supervise_inits()
+            if not self.init_done:
+                return
+        restart = self._policy()
+        for c in self.containers:
+            if c.killing:
+                continue
+            if c.reap():
+                self.event("Died" if c.exit_code else "Completed",
+                           f"container {c.name} exited with {c.exit_code}")
+                if restart == "Always" or restart == "OnFailure" and c.exit_code != 0:
+                    c.schedule_restart()
+            if c.proc is None:
+                self._start(c)
+            elif c.exit_code is not None:
+                if c.next_start and time.monotonic() >= c.next_start:
+                    c.archive_for_restart()
+                    c.restart_count += 1
+                    self._start(c)
+            else:
+                self._check_liveness(c)
+
+    def _check_liveness(self, c: Container) -> None:
+        for kind in ("liveness", "startup"):
+            probe = c.probes.get(kind)
+            if probe is not None and probe.result is False:
+                self.event("Unhealthy", f"{kind.capitalize()} probe failed: {probe.last_message}",
+                           "Warning")
+                self._restart_after_kill(c, kind)
+                return
+
+    def _restart_after_kill(self, c: Container, kind: str) -> None:
+        probe_grace = (c.spec.get(f"{kind}Probe") or {}).get("terminationGracePeriodSeconds")
+        grace = int(probe_grace if probe_grace is not None else
+                    self.pod["spec"].get("terminationGracePeriodSeconds", 30))
+        self.event("Killing", f"Container {c.name} failed {kind} probe, will be restarted")
+
+        def kill_and_restart() -> None:
+            c.kill(grace, self._probe_target(c))
+            c.schedule_restart()
+            c.killing = False
+            self.wake.set()
+
+        threading.Thread(target=kill_and_restart, daemon=True).start()
+
+    def _supervise_inits(self) -> None:
+        for c in self.inits:
+            if c.exit_code == 0:
+                continue
+            if c.proc is None:
+                self._start(c)
+                return
+            if not c.reap():
+                return
+            if c.exit_code != 0:
+                if self._policy() == "Never":
+                    self.phase = "Failed"
+                    return
+                c.schedule_restart()
+                c.archive_for_restart()
+                c.restart_count += 1
+                c.proc = None
+                return
+        self.init_done = True
+
+    # --- termination -------------------------------------------------------------------
+    def _terminate(self, grace: int) -> None:
+        self.event("Killing", f"Stopping containers with a grace period of {grace}s")
+        killers = []
+        for c in self.containers + self.inits:
+            if c.running:
+                t = threading.Thread(target=c.kill, args=(grace, self._probe_target(c)), daemon=True)
+                t.start()
+                killers.append(t)
+        while any(t.is_alive() for t in killers):
+            self.wake.wait(TICK_SECONDS)
+            self.wake.clear()
+            self.sync_status()
+        for c in self.containers:
+            c.reap()
+        codes = [c.exit_code for c in self.containers if c.exit_code is not None]
+        self.phase = "Succeeded" if codes and all(x == 0 for x in codes) else "Failed"
+        self.sync_status(final=True)
+
+    def _finish_deletion(self) -> None:
+        """The kubelet's last word: delete the pod object with grace period zero."""
+        if self.gone:
+            return
+        meta = self.pod["metadata"]
+        try:
+            self.agent.api.delete(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}},
+            )
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                log.warning("final delete of %s failed: %s", self.key, exc)
+
+    # --- status ------------------------------------------------------------------------
+    def _condition(self, kind: str, ok: bool) -> dict[str, Any]:
+        status = "True" if ok else "False"
+        prev = self.conditions.get(kind)
+        if prev is None or prev[0] != status:
+            self.conditions[kind] = (status, now_rfc3339())
+        return {"type": kind, "status": status, "lastTransitionTime": self.conditions[kind][1],
+                "lastProbeTime": None}
+
+    def _phase(self) -> str:
+        if self.phase in ("Succeeded", "Failed"):
+            return self.phase
+        if not self.init_done or all(c.proc is None for c in self.containers):
+            return "Pending"
+        policy = self._policy()
+        if policy != "Always" and all(c.exit_code is not None for c in self.containers):
+            failed = any(c.exit_code != 0 for c in self.containers)
+            if policy == "Never" or not failed:
+                self.phase = "Failed" if failed else "Succeeded"
+                return self.phase
+        return "Running"
+
+    def sync_status(self, final: bool = False) -> None:
+        ready = self.init_done and all(c.ready for c in self.containers)
+        if final:
+            ready = False
+        ip = self.sandbox.ip
+        status: dict[str, Any] = {
+            "phase": self._phase(),
+            "hostIP": self.agent.node.ip, "hostIPs": [{"ip": self.agent.node.ip}],
+            "startTime": self.start_time,
+            "conditions": [
+                self._condition("PodReadyToStartContainers", self.sandbox_ready and not final),
+                self._condition("Initialized", self.init_done),
+                self._condition("ContainersReady", ready),
+                self._condition("Ready", ready),
+            ],
+            "containerStatuses": [c.status(c.spec.get("image", "")) for c in self.containers],
+        }
+        if self.inits:
+            status["initContainerStatuses"] = [c.status(c.spec.get("image", "")) for c in self.inits]
+        if ip and self.sandbox_ready:
+            status["podIP"] = ip
+            status["podIPs"] = [{"ip": ip}]
+        if status == self.last_status:
+            return
+        meta = self.pod["metadata"]
+        try:
+            self.agent.api.patch(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                {"metadata": {"uid": self.uid}, "status": status},
+            )
+            self.last_status = status
+        except ApiError as exc:
+            if exc.status == 404:
+                self.gone = True
+            else:
+                log.warning("status update of %s failed: %s", self.key, exc)

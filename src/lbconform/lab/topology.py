@@ -1,0 +1,87 @@
+"""The lab's names and addresses: which namespace is which, and who has which IP.
+
+Pure data, no side effects: everything else asks this module rather than spelling an
+address or a namespace name itself. Address plan (DESIGN.md): clients 203.0.113.0/24,
+VIPs 198.18.0.0/24, node fabric 198.19.0.0/24, pods 100.64.0.0/16, services 10.96.0.0/16.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from lbconform.errors import UsageError
+
+PREFIX: Final = "lbc-"
+
+FABRIC_NS: Final = PREFIX + "fabric"
+LB_NS: Final = PREFIX + "lb"
+CLIENT_NS: Final = PREFIX + "client"
+
+FABRIC_BRIDGE: Final = "fabric0"
+FABRIC_CIDR: Final = "198.19.0.0/24"
+FABRIC_PREFIXLEN: Final = 24
+#: The control plane lives on the fabric bridge's own address.
+APISERVER_IP: Final = "198.19.0.1"
+APISERVER_PORT: Final = 6443
+#: The LB namespace's leg on the fabric: nodes route the client range back through it.
+LB_FABRIC_IP: Final = "198.19.0.2"
+
+CLIENT_CIDR: Final = "203.0.113.0/24"
+LB_CLIENT_IP: Final = "203.0.113.1"
+CLIENT_IP: Final = "203.0.113.10"
+
+VIP_CIDR: Final = "198.18.0.0/24"
+POD_CIDR: Final = "100.64.0.0/16"
+NODE_CIDR_MASK: Final = 24
+SERVICE_CIDR: Final = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP: Final = "10.96.0.1"
+
+#: Pods reach their node through this link-local next hop, answered by proxy ARP.
+POD_GATEWAY: Final = "169.254.1.1"
+
+MAX_NODES: Final = 20
+_NODE_NAME = re.compile(r"node-(\d+)")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One lab node: a network namespace with kube-proxy and the node agent."""
+
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"node-{self.index}"
+
+    @property
+    def netns(self) -> str:
+        return f"{PREFIX}{self.name}"
+
+    @property
+    def ip(self) -> str:
+        return f"198.19.0.{10 + self.index}"
+
+    @property
+    def fabric_port(self) -> str:
+        """The node's veth end on the fabric bridge (in the fabric namespace)."""
+        return f"fab-n{self.index}"
+
+
+def nodes(count: int) -> list[Node]:
+    if not 1 <= count <= MAX_NODES:
+        raise UsageError(f"--nodes must be between 1 and {MAX_NODES}, not {count}")
+    return [Node(i) for i in range(1, count + 1)]
+
+
+def node_by_name(name: str, count: int) -> Node:
+    match = _NODE_NAME.fullmatch(name)
+    if match is None or not 1 <= int(match.group(1)) <= count:
+        known = ", ".join(n.name for n in nodes(count))
+        raise UsageError(f"no lab node named {name!r}: the lab has {known}")
+    return Node(int(match.group(1)))
+
+
+def pod_netns(pod_uid: str) -> str:
+    return f"{PREFIX}p-{pod_uid.replace('-', '')[:12]}"

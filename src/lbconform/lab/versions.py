@@ -1,0 +1,31 @@
+"""The one place that names the versions of everything the lab builds.
+
+Changing a version here changes the cache key, so the next ``lab build`` builds afresh
+and the old binaries stay untouched beside the new ones.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The Kubernetes release whose control plane, kube-proxy, kubectl and agnhost the lab runs.
+KUBERNETES_VERSION: Final = "v1.36.3"
+
+#: etcd server, built from its own module: >= 3.5.13 is needed for RequestWatchProgress.
+ETCD_VERSION: Final = "v3.6.16"
+
+#: The Go release the pinned Kubernetes module asks for (its go.mod's ``go`` line).
+MINIMUM_GO: Final = (1, 26)
+
+#: Commands built from the ``k8s.io/kubernetes`` module, by binary name.
+KUBERNETES_COMMANDS: Final = {
+    "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+    "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+    "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
+    "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    "agnhost": "k8s.io/kubernetes/test/images/agnhost",
+}
+
+#: Commands built from the etcd server module, by binary name.
+ETCD_COMMANDS: Final = {"etcd": "go.etcd.io/etcd/server/v3"}
