@@ -106,6 +106,8 @@ class Lab:
                 f"remove it with 'ip netns del {taken[0]}' if it is a leftover, then retry"
             )
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # The forward binds with SO_REUSEADDR too: a previous lab's TIME_WAIT is no conflict.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", api_port))
             except OSError:

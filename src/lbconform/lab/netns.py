@@ -10,6 +10,10 @@ import subprocess
 from collections.abc import Sequence
 
 from lbconform.errors import LabError
+from lbconform.wait import poll_until
+
+#: SIGKILLed processes are gone within milliseconds; this only bounds a stuck exit.
+KILL_TIMEOUT_SECONDS = 10.0
 
 
 def run(argv: Sequence[str], *, check: bool = True, input_text: str | None = None) -> str:
@@ -72,9 +76,15 @@ def nft_tables(netns: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.startswith("table")]
 
 
-def kill_processes(netns: str) -> None:
-    """SIGKILL every process inside a lab namespace: the lab started all of them."""
-    out = run(["ip", "netns", "pids", netns], check=False)
-    pids = [p for p in out.split() if p.isdigit()]
-    if pids:
-        run(["kill", "-9", *pids], check=False)
+def pids_in(netns: str) -> list[str]:
+    return [p for p in run(["ip", "netns", "pids", netns], check=False).split() if p.isdigit()]
+
+
+def kill_processes(netns: str, timeout: float = KILL_TIMEOUT_SECONDS) -> None:
+    """SIGKILL every process inside a lab namespace (the lab started all of them) and wait
+    until they are gone, so that the namespace is really freed when it is deleted."""
+    if not pids_in(netns):
+        return
+    run(["kill", "-9", *pids_in(netns)], check=False)
+    poll_until(lambda: not pids_in(netns), timeout=timeout, interval=0.02,
+               description=f"the processes in {netns} to exit after SIGKILL")

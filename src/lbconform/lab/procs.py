@@ -1,8 +1,8 @@
 """Starting the lab's long-lived processes, and ending exactly those, by pid.
 
 A process is started detached (its own session, output to a log file) inside a network
-namespace through ``ip netns exec``, which execs in place so the pid we record is the
-program's own. A pid is only ever signalled when its start time still matches the one
+namespace through ``nsenter``, which execs in place so the pid we record is the program's
+own. A pid is only ever signalled when its start time still matches the one
 recorded, so a reused pid is never hit.
 """
 
@@ -33,7 +33,13 @@ def start_ticks(pid: int) -> int | None:
 
 
 def in_netns(netns: str | None, argv: Sequence[str]) -> list[str]:
-    return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+    """argv that runs inside a lab network namespace, in the caller's mount namespace.
+
+    Not ``ip netns exec``: that also enters a mount namespace of its own, and a namespace
+    the program then adds (a node agent adding a pod's) would be mounted where no one
+    else, ``lab down`` included, can see it. nsenter execs in place, so the pid is kept.
+    """
+    return ["nsenter", f"--net=/var/run/netns/{netns}", "--", *argv] if netns else list(argv)
 
 
 def spawn(

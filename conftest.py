@@ -1,0 +1,3 @@
+"""Root conftest: the fixtures every test and suite can ask for."""
+
+pytest_plugins = ["fixtures.lab"]

@@ -1,0 +1,151 @@
+"""Named variations of the manifests: each tweak changes one thing and says which.
+
+Tweaks take a parsed object and change it in place; ``manifests.load`` applies them. A
+tweak that does not apply to an object's kind leaves the object alone, so one list of
+tweaks can be passed for a whole manifest file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lbconform.kube.manifests import Json, Tweak
+
+__all__ = ["Tweak"]
+
+
+def _pod_spec(obj: Json) -> Json | None:
+    if obj["kind"] == "Pod":
+        spec: Json = obj["spec"]
+        return spec
+    if obj["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"):
+        tmpl: Json = obj["spec"]["template"]["spec"]
+        return tmpl
+    return None
+
+
+def _containers(obj: Json) -> list[Json]:
+    spec = _pod_spec(obj)
+    return list(spec["containers"]) if spec else []
+
+
+def traffic_policy_local(obj: Json) -> None:
+    """externalTrafficPolicy: Local (only nodes with a ready local endpoint take traffic)."""
+    if obj["kind"] == "Service":
+        obj["spec"]["externalTrafficPolicy"] = "Local"
+
+
+def traffic_policy_cluster(obj: Json) -> None:
+    if obj["kind"] == "Service":
+        obj["spec"]["externalTrafficPolicy"] = "Cluster"
+
+
+def service_type(kind: str) -> Tweak:
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["type"] = kind
+            if kind != "LoadBalancer":
+                obj["spec"].pop("externalTrafficPolicy", None)
+
+    tweak.__name__ = f"service_type_{kind}"
+    return tweak
+
+
+def replicas(count: int) -> Tweak:
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Deployment":
+            obj["spec"]["replicas"] = count
+
+    tweak.__name__ = f"replicas_{count}"
+    return tweak
+
+
+def one_per_node(obj: Json) -> None:
+    """Required pod anti-affinity on the hostname: no two backends share a node."""
+    spec = _pod_spec(obj)
+    if spec is None:
+        return
+    labels = obj["spec"]["template"]["metadata"]["labels"] if obj["kind"] != "Pod" else obj["metadata"]["labels"]
+    spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def on_node(name: str) -> Tweak:
+    def tweak(obj: Json) -> None:
+        spec = _pod_spec(obj)
+        if spec is not None:
+            spec["nodeSelector"] = {"kubernetes.io/hostname": name}
+
+    tweak.__name__ = f"on_node_{name}"
+    return tweak
+
+
+def grace_period(seconds: int) -> Tweak:
+    """terminationGracePeriodSeconds of the pods."""
+    def tweak(obj: Json) -> None:
+        spec = _pod_spec(obj)
+        if spec is not None:
+            spec["terminationGracePeriodSeconds"] = seconds
+
+    tweak.__name__ = f"grace_period_{seconds}s"
+    return tweak
+
+
+def pre_stop_sleep(seconds: int) -> Tweak:
+    """A preStop hook that sleeps, so endpoints drain before the app sees SIGTERM."""
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            c.setdefault("lifecycle", {})["preStop"] = {"sleep": {"seconds": seconds}}
+
+    tweak.__name__ = f"pre_stop_sleep_{seconds}s"
+    return tweak
+
+
+def delay_shutdown(seconds: int) -> Tweak:
+    """agnhost netexec keeps serving this long after SIGTERM (with /readyz at 503)."""
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            args: list[Any] = [a for a in c.get("args", []) if not str(a).startswith("--delay-shutdown")]
+            c["args"] = [*args, f"--delay-shutdown={seconds}"]
+
+    tweak.__name__ = f"delay_shutdown_{seconds}s"
+    return tweak
+
+
+def host_network(obj: Json) -> None:
+    spec = _pod_spec(obj)
+    if spec is not None:
+        spec["hostNetwork"] = True
+
+
+def image(ref: str) -> Tweak:
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            c["image"] = ref
+
+    tweak.__name__ = "image"
+    return tweak
+
+
+def env(name: str, value: str | None = None, field_path: str | None = None) -> Tweak:
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            var: Json = {"name": name}
+            if field_path:
+                var["valueFrom"] = {"fieldRef": {"fieldPath": field_path}}
+            else:
+                var["value"] = value or ""
+            c.setdefault("env", []).append(var)
+
+    tweak.__name__ = f"env_{name}"
+    return tweak
+
+
+def liveness_exec(command: list[str], period: int = 1, failures: int = 1) -> Tweak:
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            c["livenessProbe"] = {"exec": {"command": command}, "periodSeconds": period,
+                                  "failureThreshold": failures}
+
+    tweak.__name__ = "liveness_exec"
+    return tweak

@@ -1,0 +1,52 @@
+"""What the lab tests share: traffic from the client namespace and small observers."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from lbconform.kube import objects
+from lbconform.kube.manifests import Applier, Tweak, load
+from lbconform.kube.rawapi import Json, RawApi
+from lbconform.lab import topology as topo
+from lbconform.lab.probe import http_status
+
+
+def client_get(host: str, port: int, path: str, timeout: float = 2.0) -> tuple[int, str]:
+    """One HTTP GET on a new connection, sent from the lab's client namespace."""
+    return http_status(topo.CLIENT_NS, host, port, path, timeout=timeout)
+
+
+def deploy_backend(ns: Applier, *tweaks: Tweak, kind: str = "deployment") -> tuple[Json, Json]:
+    """The backend workload and its Service, created and rolled out; returns both objects."""
+    workload = ns.create(load(f"backend-{kind}", *tweaks)[0])
+    service = ns.create(load("backend-service", *tweaks)[0])
+    assert ns.namespace is not None
+    if kind == "deployment":
+        objects.wait_for_deployment(ns.api, ns.namespace, workload["metadata"]["name"])
+    else:
+        objects.wait_for_daemonset(ns.api, ns.namespace, workload["metadata"]["name"])
+    return workload, service
+
+
+def node_port(service: Json) -> int:
+    return int(service["spec"]["ports"][0]["nodePort"])
+
+
+def pods_by_node(api: RawApi, namespace: str) -> dict[str, Json]:
+    return {p["spec"]["nodeName"]: p for p in objects.pods(api, namespace, "app=backend")
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+def health_check(node: topo.Node, port: int) -> tuple[int, dict[str, Any]]:
+    status, body = client_get(node.ip, port, "/healthz")
+    return status, json.loads(body)
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def __call__(self) -> float:
+        return time.monotonic() - self.t0
