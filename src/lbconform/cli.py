@@ -36,7 +36,7 @@ def cmd_lab_up(args: argparse.Namespace) -> int:
     report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect))
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items())
     print(f"lab is up: {args.nodes} nodes Ready in {report.total:.1f}s ({phases})")
-    print(f"  kubectl:  lbconform lab kubectl get nodes   (or KUBECONFIG={lab.dir.kubeconfig} kubectl ...)")
+    print(f"  kubectl:  lbconform lab kubectl get nodes  (or KUBECONFIG={lab.dir.kubeconfig} kubectl)")
     print(f"  client:   lbconform lab exec -- curl http://{topology.Node(1).ip}:NODEPORT/hostname")
     print("  down:     lbconform lab down")
     return 0
@@ -59,7 +59,8 @@ def cmd_lab_status(args: argparse.Namespace) -> int:
     if st.api_error:
         print(f"  apiserver unreachable: {st.api_error}")
     for n in st.nodes:
-        print(f"  {n.name:10s} agent {'up' if n.agent else 'down':5s} Ready={n.ready:8s} podCIDR={n.pod_cidr}")
+        agent = "up" if n.agent else "down"
+        print(f"  {n.name:10s} agent {agent:5s} Ready={n.ready:8s} podCIDR={n.pod_cidr}")
     return 0 if all(st.processes.values()) and not st.api_error else 1
 
 

@@ -7,4 +7,5 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lab: needs root and the lab; boots one or reuses a running one")
-    config.addinivalue_line("markers", "lab_lifecycle: boots and removes labs itself; runs without a shared lab")
+    config.addinivalue_line(
+        "markers", "lab_lifecycle: boots and removes labs itself; runs without a shared lab")

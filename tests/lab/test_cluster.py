@@ -28,7 +28,8 @@ def test_three_nodes_ready_and_version_tells_the_truth(lab: Lab, kube: RawApi) -
 def test_node_port_reaches_every_pod_through_every_node(test_namespace: Applier) -> None:
     _, svc = deploy_backend(test_namespace, tweaks.one_per_node, tweaks.service_type("NodePort"))
     assert test_namespace.namespace
-    names = {p["metadata"]["name"] for p in pods_by_node(test_namespace.api, test_namespace.namespace).values()}
+    by_node = pods_by_node(test_namespace.api, test_namespace.namespace)
+    names = {p["metadata"]["name"] for p in by_node.values()}
     assert len(names) == 3
     for node in topo.nodes(3):
         seen: set[str] = set()

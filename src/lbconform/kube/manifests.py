@@ -11,6 +11,7 @@ import copy
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import yaml
@@ -117,7 +118,7 @@ class Applier:
                     errors.append(f"{path}: {exc}")
                     continue
             try:
-                poll_until(lambda p=path: _gone(self.api, p), timeout=timeout, interval=0.2,
+                poll_until(partial(_gone, self.api, path), timeout=timeout, interval=0.2,
                            description=f"{path} to be deleted")
             except Exception as exc:
                 errors.append(str(exc))

@@ -32,7 +32,9 @@ class ApiError(Exception):
 
 
 def api_client(kubeconfig: Path | str, context: str | None = None) -> client.ApiClient:
-    return config.new_client_from_config(config_file=str(kubeconfig), context=context)
+    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig), context=context)
+    return api
 
 
 class RawApi:

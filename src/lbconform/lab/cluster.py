@@ -23,8 +23,9 @@ from typing import Final
 
 from lbconform.errors import LabError, UsageError
 from lbconform.kube.rawapi import RawApi, api_client
-from lbconform.lab import build, controlplane, network, procs, topology as topo
+from lbconform.lab import build, controlplane, network, procs
 from lbconform.lab import netns as ns
+from lbconform.lab import topology as topo
 from lbconform.lab.pki import Identity, Pki
 from lbconform.lab.probe import client_tls, http_status
 from lbconform.lab.sandbox_records import sandboxes_of
@@ -94,10 +95,12 @@ class Lab:
             raise UsageError("the lab needs root (network namespaces, nftables): run it as root")
         for tool, package in REQUIRED_TOOLS.items():
             if shutil.which(tool) is None:
-                raise UsageError(f"'{tool}' is missing: install the Debian package {package} (or run 'make setup')")
+                raise UsageError(
+                    f"'{tool}' is missing: install the Debian package {package} (or run 'make setup')")
         if self.dir.exists():
             raise LabError(
-                f"a lab is already running (state in {self.dir.root}): use it, or remove it with 'lbconform lab down'"
+                f"a lab is already running (state in {self.dir.root}): "
+                "use it, or remove it with 'lbconform lab down'"
             )
         taken = sorted(set(network.plan(nodes)) & ns.list_netns())
         if taken:
@@ -105,6 +108,8 @@ class Lab:
                 f"network namespace {taken[0]} already exists and no lab is recorded: "
                 f"remove it with 'ip netns del {taken[0]}' if it is a leftover, then retry"
             )
+        if not build.binaries_built():
+            build.find_go()
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             # The forward binds with SO_REUSEADDR too: a previous lab's TIME_WAIT is no conflict.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -237,7 +242,8 @@ class Lab:
         except LabError:
             raise
         except Exception as exc:
-            raise LabError(f"{what} did not become ready: {exc}; log: {procs.log_tail(watched[0].log)}") from exc
+            tail = procs.log_tail(watched[0].log)
+            raise LabError(f"{what} did not become ready: {exc}; log: {tail}") from exc
 
     def api(self) -> RawApi:
         return RawApi(api_client(self.dir.kubeconfig))

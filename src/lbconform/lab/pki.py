@@ -84,7 +84,7 @@ class Pki:
         return self.dir / "sa.pub"
 
     def _issue(
-        self, stem: str, subject: x509.Name, usage: ExtendedKeyUsageOID,
+        self, stem: str, subject: x509.Name, usage: x509.ObjectIdentifier,
         sans: list[x509.GeneralName] | None = None,
     ) -> tuple[Path, Path]:
         key = _key()

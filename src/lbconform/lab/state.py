@@ -101,9 +101,13 @@ class LabDir:
         try:
             return LabState.from_json(self.state_file.read_text())
         except FileNotFoundError:
-            raise LabError(f"no lab is running (no {self.state_file}): start one with 'lbconform lab up'") from None
+            raise LabError(
+                f"no lab is running (no {self.state_file}): start one with 'lbconform lab up'"
+            ) from None
         except (ValueError, TypeError) as exc:
-            raise LabError(f"{self.state_file} is damaged ({exc}): remove the lab with 'lbconform lab down'") from exc
+            raise LabError(
+                f"{self.state_file} is damaged ({exc}): remove the lab with 'lbconform lab down'"
+            ) from exc
 
     def write(self, state: LabState) -> None:
         tmp = self.state_file.with_suffix(".tmp")

@@ -8,6 +8,7 @@ period, subtract the whole seconds it took, give the process at least two more s
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -75,7 +76,7 @@ class Container:
 
     @property
     def ready(self) -> bool:
-        if not self.startup_done or self.killing and not self.running:
+        if not self.startup_done or (self.killing and not self.running):
             return False
         probe = self.probes.get("readiness")
         return probe is None or probe.result is True
@@ -153,10 +154,8 @@ class Container:
     def _kill_group(self, sig: int) -> None:
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def kill(self, grace_seconds: int, target: ProbeTarget) -> None:
         """Stop the container as the kubelet does; returns once it has exited."""
@@ -172,10 +171,8 @@ class Container:
             return
         if self.running:
             log.info("container %s: SIGTERM, %ds until SIGKILL", self.name, grace)
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         try:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:

@@ -11,7 +11,7 @@ class PodIPAM:
 
     def __init__(self, pod_cidr: str) -> None:
         self.network = ipaddress.ip_network(pod_cidr)
-        self._used: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
+        self._used: set[str] = set()
         self._lock = threading.Lock()
 
     def allocate(self) -> str:
@@ -19,11 +19,11 @@ class PodIPAM:
             for i, host in enumerate(self.network.hosts()):
                 if i == 0:
                     continue
-                if host not in self._used:
-                    self._used.add(host)
+                if str(host) not in self._used:
+                    self._used.add(str(host))
                     return str(host)
         raise RuntimeError(f"podCIDR {self.network} is exhausted")
 
     def release(self, ip: str) -> None:
         with self._lock:
-            self._used.discard(ipaddress.ip_address(ip))
+            self._used.discard(ip)

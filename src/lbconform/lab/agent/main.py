@@ -7,6 +7,7 @@ network namespace.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import subprocess
 import sys
@@ -82,8 +83,8 @@ class Agent:
         self._watch_pods()
 
     def _supervise_kube_proxy(self) -> None:
-        argv = controlplane.kube_proxy_args(build.binary("kube-proxy"), self.nodedir / "kube-proxy.kubeconfig",
-                                            self.node)
+        argv = controlplane.kube_proxy_args(
+            build.binary("kube-proxy"), self.nodedir / "kube-proxy.kubeconfig", self.node)
         logfile = self.labdir.logs / f"kube-proxy-{self.node.name}.log"
         while True:
             with open(logfile, "ab") as out:
@@ -116,11 +117,9 @@ class Agent:
 
     def _final_delete(self, pod: Json) -> None:
         meta = pod["metadata"]
-        try:
+        with contextlib.suppress(ApiError):
             self.api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
                             {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
-        except ApiError:
-            pass
 
     def _watch_pods(self) -> None:
         selector = f"spec.nodeName={self.node.name}"

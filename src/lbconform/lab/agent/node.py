@@ -95,7 +95,8 @@ class NodeHeart:
     def wait_for_pod_cidr(self, timeout: float) -> str:
         def cidr() -> str | None:
             spec = self.api.get(f"/api/v1/nodes/{self.node.name}").get("spec", {})
-            return spec.get("podCIDR")
+            cidr: str | None = spec.get("podCIDR")
+            return cidr
 
         return poll_until(cidr, timeout=timeout, interval=0.2,
                           description=f"podCIDR of {self.node.name} from node IPAM")

@@ -200,13 +200,16 @@ class PodWorker(threading.Thread):
             spec = c.spec.get(f"{kind}Probe")
             if not spec:
                 continue
-            if kind == "startup":
-                gate: Callable[[], bool] = lambda c=c: c.running and c.probes["startup"].result is not True
-            else:
-                gate = lambda c=c: c.startup_done  # noqa: E731
-            worker = ProbeWorker(kind, spec, target, gate, self.wake.set)
+            worker = ProbeWorker(kind, spec, target, self._probe_gate(c, kind), self.wake.set)
             c.probes[kind] = worker
             worker.start()
+
+    @staticmethod
+    def _probe_gate(c: Container, kind: str) -> Callable[[], bool]:
+        """Startup probes run until they pass; the others only once startup has passed."""
+        if kind == "startup":
+            return lambda: c.running and c.probes["startup"].result is not True
+        return lambda: c.startup_done
 
     def _supervise(self) -> None:
         """Start what should run, notice exits, restart per policy, act on failed probes."""
@@ -221,7 +224,7 @@ class PodWorker(threading.Thread):
             if c.reap():
                 self.event("Died" if c.exit_code else "Completed",
                            f"container {c.name} exited with {c.exit_code}")
-                if restart == "Always" or restart == "OnFailure" and c.exit_code != 0:
+                if restart == "Always" or (restart == "OnFailure" and c.exit_code != 0):
                     c.schedule_restart()
             if c.proc is None:
                 self._start(c)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import logging
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -39,8 +40,6 @@ def http_get(handler: Json, pod_ip: str, container: Json, timeout: float) -> tup
     port = resolve_port(handler["port"], container)
     path = handler.get("path") or "/"
     if handler.get("scheme", "HTTP").upper() == "HTTPS":
-        import ssl
-
         ctx = ssl._create_unverified_context()  # the kubelet does not verify probe certificates
         conn: http.client.HTTPConnection = http.client.HTTPSConnection(
             host, port, timeout=timeout, context=ctx
@@ -71,7 +70,9 @@ def tcp_connect(handler: Json, pod_ip: str, container: Json, timeout: float) -> 
         return False, f"dial tcp {host}:{port}: {exc}"
 
 
-def run_exec(command: list[str], netns: str | None, env: Mapping[str, str], timeout: float) -> tuple[bool, str]:
+def run_exec(
+    command: list[str], netns: str | None, env: Mapping[str, str], timeout: float
+) -> tuple[bool, str]:
     """Run a command in the pod's namespace; success is exit status 0."""
     try:
         proc = subprocess.run(
@@ -153,7 +154,9 @@ class ProbeWorker(threading.Thread):
         if ok:
             self._successes += 1
             self._failures = 0
-            new = True if self._successes >= success_threshold or self.result is None else self.result
+            new: bool | None = (
+                True if self._successes >= success_threshold or self.result is None else self.result
+            )
         else:
             self._failures += 1
             self._successes = 0

@@ -1,0 +1,160 @@
+"""The lab's own lifecycle: it boots, refuses bad input without leaving anything, and
+``lab down`` removes everything it made, and nothing else, even after a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from lbconform.errors import LabError
+from lbconform.kube import tweaks
+from lbconform.kube.manifests import Applier, load
+from lbconform.lab import netns as ns
+from lbconform.lab import procs, topology
+from lbconform.lab.cluster import Lab
+from lbconform.lab.state import LabDir
+from lbconform.wait import poll_until
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
+
+
+def root_namespace_snapshot() -> dict[str, str]:
+    """What the lab must never change in the root namespace."""
+    def out(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+    return {
+        "links": out("ip", "-o", "link", "show"),
+        "addresses": out("ip", "-o", "addr", "show"),
+        "routes": out("ip", "-o", "route", "show", "table", "all"),
+        "rules": out("ip", "rule", "show"),
+        "nftables": out("nft", "list", "ruleset"),
+        "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text(),
+    }
+
+
+def lab_namespaces() -> set[str]:
+    return {n for n in ns.list_netns() if n.startswith(topology.PREFIX)}
+
+
+def processes_of(labdir: LabDir) -> list[str]:
+    """Processes still running any lab binary or the lab's agents."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
+    markers = ("lbconform.lab.agent", "lbconform.lab.forward", "/bin/kubernetes-v", "/bin/etcd-v")
+    return [line for line in out.stdout.splitlines() if any(m in line for m in markers)]
+
+
+def assert_nothing_left(labdir: LabDir, before: dict[str, str]) -> None:
+    assert lab_namespaces() == set()
+    assert processes_of(labdir) == []
+    assert not labdir.root.exists()
+    assert root_namespace_snapshot() == before
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, user: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "lbconform.cli", *args]
+    if user:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("lbconform: error: ")
+    return lines[0]
+
+
+def test_down_removes_everything_after_a_crash_mid_test(no_lab: Lab) -> None:
+    before = root_namespace_snapshot()
+    no_lab.up()
+    during = root_namespace_snapshot()
+    assert during == before, "lab up changed the root namespace"
+    api = no_lab.api()
+    ns_obj = Applier(api, None).create({"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": "crash"}})
+    Applier(api, ns_obj["metadata"]["name"]).create_all(
+        load("backend-deployment", tweaks.pre_stop_sleep(30), tweaks.grace_period(60)))
+    poll_until(lambda: len(list(no_lab.dir.root.glob("nodes/*/sandboxes/*"))) == 3,
+               timeout=60, description="three pod sandboxes")
+    # A test fails half-way: pods are terminating (long preStop) and an agent has crashed.
+    for pod in api.get("/api/v1/namespaces/crash/pods")["items"]:
+        api.delete(f"/api/v1/namespaces/crash/pods/{pod['metadata']['name']}")
+    state = no_lab.dir.read()
+    procs.signal_process(state.processes["agent-node-2"], signal.SIGKILL)
+    assert no_lab.down() is True
+    assert_nothing_left(no_lab.dir, before)
+    assert no_lab.down() is False, "a second down must be a no-op"
+
+
+def test_failed_boot_tears_down_and_names_the_component(no_lab: Lab) -> None:
+    before = root_namespace_snapshot()
+
+    def kill_etcd_when_started() -> None:
+        def etcd() -> procs.Process | None:
+            try:
+                return no_lab.dir.read().processes.get("etcd")
+            except LabError:
+                return None
+
+        victim = poll_until(etcd, timeout=60, interval=0.01, description="etcd to start")
+        procs.signal_process(victim, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_etcd_when_started, daemon=True)
+    killer.start()
+    with pytest.raises(LabError, match="etcd") as failure:
+        no_lab.up()
+    killer.join()
+    assert "log" in str(failure.value)
+    assert_nothing_left(no_lab.dir, before)
+
+
+def test_second_up_refuses_and_keeps_the_running_lab(no_lab: Lab) -> None:
+    no_lab.up(node_count=1)
+    error = one_line_error(cli("lab", "up"))
+    assert "already running" in error and "lab down" in error
+    assert no_lab.status().processes and all(no_lab.status().processes.values())
+    error = one_line_error(cli("lab", "node", "kill", "node-9"))
+    assert "no lab node named 'node-9'" in error and "node-1" in error
+
+
+def test_bad_input_gets_one_line_and_leaves_nothing(no_lab: Lab, tmp_path: Path) -> None:
+    before = root_namespace_snapshot()
+
+    error = one_line_error(cli("lab", "up", user="65534"))
+    assert "needs root" in error
+
+    no_go = dict(os.environ, PATH="/usr/sbin:/usr/bin:/sbin:/bin", LBCONFORM_CACHE=str(tmp_path))
+    error = one_line_error(cli("lab", "up", env=no_go))
+    assert "no 'go' on PATH" in error and "install Go" in error
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        error = one_line_error(cli("lab", "up", "--api-port", str(port)))
+        assert f"port 127.0.0.1:{port} is taken" in error
+
+    ns.add_netns(topology.CLIENT_NS)
+    try:
+        error = one_line_error(cli("lab", "up"))
+        assert topology.CLIENT_NS in error
+        assert lab_namespaces() == {topology.CLIENT_NS}, "the lab touched a namespace it did not make"
+    finally:
+        ns.del_netns(topology.CLIENT_NS)
+
+    error = one_line_error(cli("lab", "up", "--nodes", "0"))
+    assert "--nodes" in error
+    error = one_line_error(cli("lab", "node", "start", "node-1"))
+    assert "no lab is running" in error
+    assert_nothing_left(no_lab.dir, before)

@@ -1,0 +1,130 @@
+"""The node agent's pure runtime parts with real local processes: the kubelet's kill
+sequence, probe thresholds, image resolution. No namespaces, no cluster."""
+
+from __future__ import annotations
+
+import http.server
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lbconform.lab import build
+from lbconform.lab.agent import images
+from lbconform.lab.agent.containers import Container
+from lbconform.lab.agent.images import Program
+from lbconform.lab.agent.probes import ProbeTarget, ProbeWorker, http_get
+
+# Logs each signal with its time since start; ignores SIGTERM for `linger` seconds.
+APP = """
+import signal, sys, time
+t0 = time.monotonic()
+linger = float(sys.argv[1])
+def term(*_):
+    print(f"TERM {time.monotonic() - t0:.2f}", flush=True)
+    time.sleep(linger)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+print("UP", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def _container(tmp_path: Path, linger: float, pre_stop: dict | None) -> tuple[Container, Path]:  # type: ignore[type-arg]
+    script = tmp_path / "app.py"
+    script.write_text(APP)
+    spec = {"name": "app", "lifecycle": {"preStop": pre_stop} if pre_stop else {}}
+    c = Container(spec, Program([sys.executable, str(script), str(linger)], "test"))
+    log = tmp_path / "app.log"
+    c.start(None, "app", {"PATH": "/usr/bin:/bin"}, log)
+    deadline = time.monotonic() + 10
+    while "UP" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return c, log
+
+
+def _target(c: Container) -> ProbeTarget:
+    return ProbeTarget(lambda: "127.0.0.1", None, c.spec, lambda: {"PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs unshare")
+def test_sigterm_after_pre_stop_then_sigkill_at_grace(tmp_path: Path) -> None:
+    c, log = _container(tmp_path, linger=60, pre_stop={"sleep": {"seconds": 1}})
+    t0 = time.monotonic()
+    c.kill(3, _target(c))
+    took = time.monotonic() - t0
+    assert 2.8 <= took <= 3.8, took          # SIGKILL at the grace period, preStop included
+    term_at = float(log.read_text().split("TERM ")[1].split()[0])
+    assert term_at >= 1.0                     # SIGTERM only after the 1 s preStop
+    assert c.exit_code == 137 and c.exit_reason == "Error"
+
+
+def test_minimum_two_seconds_after_a_long_pre_stop(tmp_path: Path) -> None:
+    c, _ = _container(tmp_path, linger=60, pre_stop={"sleep": {"seconds": 2}})
+    t0 = time.monotonic()
+    c.kill(2, _target(c))
+    assert 3.8 <= time.monotonic() - t0 <= 4.8   # 2 s preStop + the kubelet's 2 s minimum
+
+
+def test_prompt_exit_on_sigterm_is_not_killed(tmp_path: Path) -> None:
+    c, _ = _container(tmp_path, linger=0, pre_stop=None)
+    t0 = time.monotonic()
+    c.kill(30, _target(c))
+    assert time.monotonic() - t0 < 1.5
+    assert c.exit_code == 0 and c.exit_reason == "Completed"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[int, list[int]]]:
+    codes = [200]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(codes[0])
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_address[1], codes
+    srv.shutdown()
+
+
+def test_http_probe_success_is_200_to_399(server: tuple[int, list[int]]) -> None:
+    port, codes = server
+    container = {"name": "c", "ports": [{"name": "http", "containerPort": port}]}
+    for code, ok in ((200, True), (302, True), (503, False)):
+        codes[0] = code
+        assert http_get({"port": "http", "path": "/x"}, "127.0.0.1", container, 1)[0] is ok
+
+
+def test_probe_thresholds() -> None:
+    changes: list[bool | None] = []
+    worker = ProbeWorker("readiness", {}, ProbeTarget(lambda: "", None, {"name": "c"}, dict),
+                         lambda: True, lambda: changes.append(worker.result))
+    assert worker.result is False
+    for ok in (True, True, False, False, True, True):
+        worker._record(ok, "", success_threshold=2, failure_threshold=2)
+    assert changes == [True, False, True]
+
+
+def test_images_resolve_to_local_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LBCONFORM_CACHE", str(tmp_path))
+    bindir = build.KUBERNETES.bin_dir(tmp_path)
+    bindir.mkdir(parents=True)
+    for name in build.KUBERNETES.commands:
+        (bindir / name).write_text("")
+    (bindir / ".complete").write_text("{}")
+    agnhost = str(bindir / "agnhost")
+    ref = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+    assert images.resolve(ref, [], ["netexec"]).argv == [agnhost, "netexec"]
+    assert images.resolve(ref, ["/agnhost", "pause"], []).argv == [agnhost, "pause"]
+    assert images.resolve("registry.k8s.io/pause:3.10", [], []).argv == [agnhost, "pause"]
+    with pytest.raises(images.UnknownImage, match=r"nginx.*registry\.k8s\.io/e2e-test-images/agnhost"):
+        images.resolve("nginx:latest", [], [])

@@ -1,0 +1,69 @@
+"""The wait helpers, on a fake clock: deadlines, last value and error, convergence."""
+
+from __future__ import annotations
+
+import pytest
+
+from lbconform.wait import WaitTimeout, await_convergence, poll_until
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_returns_the_first_truthy_value() -> None:
+    clock = FakeClock()
+    values = iter([None, 0, "found"])
+    assert poll_until(lambda: next(values), timeout=10, description="x", interval=1,
+                      clock=clock, sleep=clock.sleep) == "found"
+    assert clock.sleeps == [1, 1]
+
+
+def test_timeout_says_what_how_long_and_what_was_seen() -> None:
+    clock = FakeClock()
+    calls = iter([ValueError("boom"), None] * 100)
+
+    def probe() -> object:
+        item = next(calls)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    with pytest.raises(WaitTimeout) as err:
+        poll_until(probe, timeout=3, description="the thing", interval=1, clock=clock, sleep=clock.sleep)
+    msg = str(err.value)
+    assert "timed out after 3s waiting for the thing" in msg
+    assert "last error: ValueError: boom" in msg
+    assert clock.now == pytest.approx(103)
+
+
+def test_never_sleeps_past_the_deadline() -> None:
+    clock = FakeClock()
+    with pytest.raises(WaitTimeout):
+        poll_until(lambda: False, timeout=2.5, description="x", interval=1, clock=clock, sleep=clock.sleep)
+    assert clock.sleeps == [1, 1, 0.5]
+
+
+def test_convergence_needs_consecutive_successes() -> None:
+    clock = FakeClock()
+    answers = iter([True, True, False, True, True, True])
+    await_convergence(lambda: next(answers), successes=3, timeout=100, description="x",
+                      interval=1, clock=clock, sleep=clock.sleep)
+    assert len(clock.sleeps) == 5
+
+
+def test_convergence_times_out_on_flapping() -> None:
+    clock = FakeClock()
+    flip = iter([True, False] * 50)
+    with pytest.raises(WaitTimeout, match=r"\(2 in a row\)"):
+        await_convergence(lambda: next(flip), successes=2, timeout=10, description="flappy",
+                          interval=1, clock=clock, sleep=clock.sleep)
