@@ -6,6 +6,7 @@ Every user error surfaces as one line, ``lbconform: error: ...``, and a non-zero
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -14,6 +15,8 @@ from collections.abc import Sequence
 from lbconform.errors import LbconformError
 from lbconform.lab import build, topology
 from lbconform.lab.cluster import DEFAULT_API_PORT, Lab
+from lbconform.lab.lb.client import LabLB
+from lbconform.lab.lb.params import MODES
 
 
 def _say(msg: str) -> None:
@@ -33,7 +36,8 @@ def cmd_lab_build(args: argparse.Namespace) -> int:
 
 def cmd_lab_up(args: argparse.Namespace) -> int:
     lab = _lab(args)
-    report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect))
+    report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect),
+                    lb_mode=args.lb_mode)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items())
     print(f"lab is up: {args.nodes} nodes Ready in {report.total:.1f}s ({phases})")
     print(f"  kubectl:  lbconform lab kubectl get nodes  (or KUBECONFIG={lab.dir.kubeconfig} kubectl)")
@@ -93,6 +97,17 @@ def cmd_lab_node(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lab_lb(args: argparse.Namespace) -> int:
+    lb = LabLB()
+    if args.what == "state":
+        print(json.dumps(lb.services(), indent=2, sort_keys=True))
+    elif args.set is not None:
+        print("defects:", " ".join(lb.set_defects(args.set)) or "none")
+    else:
+        print("defects:", " ".join(lb.defects()) or "none")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from lbconform.lab.smoke import run_smoke
 
@@ -122,7 +137,13 @@ def parser() -> argparse.ArgumentParser:
                     help="loopback port that forwards to the apiserver")
     up.add_argument("--lb-defect", action="append", default=[], metavar="NAME",
                     help="start the reference load balancer with this defect (repeatable)")
+    up.add_argument("--lb-mode", default="node", choices=MODES,
+                    help="the reference LB's default backend mode (per Service: lab.lbconform.io/mode)")
     up.set_defaults(func=cmd_lab_up)
+    lb = lab.add_parser("lb", help="the reference load balancer's state and defects")
+    lb.add_argument("what", choices=("state", "defects"))
+    lb.add_argument("--set", nargs="*", metavar="DEFECT", help="with 'defects': switch to these (none: clear)")
+    lb.set_defaults(func=cmd_lab_lb)
     lab.add_parser("down", help="remove everything the lab made").set_defaults(func=cmd_lab_down)
     lab.add_parser("status", help="what runs").set_defaults(func=cmd_lab_status)
     kc = lab.add_parser("kubectl", help="the built kubectl against the lab")

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Final
 
 from lbconform.errors import LabError, UsageError
-from lbconform.kube.rawapi import RawApi, api_client
+from lbconform.kube.rawapi import Json, RawApi, api_client
+from lbconform.lab.lb.api import PORT as LB_API_PORT
+from lbconform.lab.lb.params import DEFECTS, MODES
 from lbconform.lab import build, controlplane, network, procs
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
@@ -43,10 +45,34 @@ APISERVER_READY_SECONDS: Final = 60.0
 NODES_READY_SECONDS: Final = 60.0
 #: How long ``lab node start`` waits for the node to be Ready again.
 NODE_RESTART_READY_SECONDS: Final = 60.0
+LB_READY_SECONDS: Final = 30.0
+#: The reference LB's identity; RBAC grants it what a cloud service controller has.
+LB_USER: Final = "lbconform:lab-lb"
 
 REQUIRED_TOOLS: Final = {"ip": "iproute2", "nft": "nftables", "conntrack": "conntrack"}
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def lb_rbac() -> list[Json]:
+    """ClusterRole and binding of the reference LB, as cloud-controller-manager's service controller."""
+    rules = [
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "patch", "update"]},
+        {"apiGroups": [""], "resources": ["services/status"], "verbs": ["patch", "update"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+    ]
+    base = "/apis/rbac.authorization.k8s.io/v1"
+    name = "lbconform:lab-lb"
+    return [
+        {"_collection": f"{base}/clusterroles", "apiVersion": "rbac.authorization.k8s.io/v1",
+         "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules},
+        {"_collection": f"{base}/clusterrolebindings", "apiVersion": "rbac.authorization.k8s.io/v1",
+         "kind": "ClusterRoleBinding", "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": LB_USER}]},
+    ]
 
 
 def agent_key(node: topo.Node) -> str:
@@ -122,17 +148,22 @@ class Lab:
 
     # --- up ------------------------------------------------------------------------------
     def up(self, node_count: int = 3, api_port: int = DEFAULT_API_PORT,
-           lb_defects: tuple[str, ...] = ()) -> BootReport:
+           lb_defects: tuple[str, ...] = (), lb_mode: str = "node") -> BootReport:
         nodes = topo.nodes(node_count)
         if not 1024 <= api_port <= 65535:
             raise UsageError(f"--api-port must be between 1024 and 65535, not {api_port}")
+        if lb_mode not in MODES:
+            raise UsageError(f"--lb-mode must be one of {', '.join(MODES)}, not {lb_mode!r}")
+        unknown = sorted(set(lb_defects) - set(DEFECTS))
+        if unknown:
+            raise UsageError(f"unknown LB defect {unknown[0]!r}: the lab knows {', '.join(DEFECTS)}")
         self.preflight(nodes, api_port)
         report = BootReport()
         if not build.binaries_built():
             with self._phase(report, "build"):
                 build.Builder(progress=self.progress).build_all()
         self.dir.root.mkdir(parents=True, exist_ok=True)
-        state = LabState(nodes=node_count, api_port=api_port, lb_defects=list(lb_defects))
+        state = LabState(nodes=node_count, api_port=api_port, lb_mode=lb_mode, lb_defects=list(lb_defects))
         self.dir.write(state)
         try:
             self._boot(state, nodes, report)
@@ -186,6 +217,8 @@ class Lab:
                 certs), f)
             self._spawn(state, "kube-scheduler", controlplane.scheduler_args(
                 build.binary("kube-scheduler"), kcfg / "kube-scheduler.kubeconfig"), f)
+        with self._phase(report, "load balancer"):
+            self._start_lb(state)
         with self._phase(report, "nodes"):
             for node in nodes:
                 self._start_agent(state, node)
@@ -205,6 +238,7 @@ class Lab:
         admin = Identity("admin", "lbconform-admin", ("system:masters",))
         pki.kubeconfig(self.dir.kubeconfig, admin, f"https://127.0.0.1:{api_port}")
         pki.kubeconfig(self.dir.lab_kubeconfig, admin, inside)
+        pki.kubeconfig(self.dir.pki / "lb.kubeconfig", Identity("lb", LB_USER), inside)
         for component in ("kube-controller-manager", "kube-scheduler"):
             pki.kubeconfig(self.dir.pki / f"{component}.kubeconfig",
                            Identity(component, f"system:{component}"), inside)
@@ -218,6 +252,18 @@ class Lab:
                            Identity(f"kube-proxy-{node.name}", "system:kube-proxy"), inside)
         return controlplane.Certs(ca=pki.ca_file, apiserver_crt=crt, apiserver_key=key,
                                   sa_key=pki.sa_key_file, sa_pub=pki.sa_pub_file)
+
+    def _start_lb(self, state: LabState) -> None:
+        api = self.api()
+        for obj in lb_rbac():
+            api.post(obj.pop("_collection"), obj)
+        argv = [sys.executable, "-m", "lbconform.lab.lb", "--kubeconfig", str(self.dir.pki / "lb.kubeconfig"),
+                "--mode", state.lb_mode]
+        for d in state.lb_defects:
+            argv += ["--defect", d]
+        lb = self._spawn(state, "lb", argv, topo.LB_NS)
+        self._wait_http("the reference load balancer", [lb], topo.LB_NS, "127.0.0.1", LB_API_PORT,
+                        "/healthz", LB_READY_SECONDS)
 
     def _start_agent(self, state: LabState, node: topo.Node) -> None:
         self._spawn(state, agent_key(node), [

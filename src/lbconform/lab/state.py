@@ -41,6 +41,7 @@ class LabState:
     api_port: int
     created: float = field(default_factory=time.time)
     ready: bool = False
+    lb_mode: str = "node"
     lb_defects: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     processes: dict[str, Process] = field(default_factory=dict)

@@ -1,0 +1,52 @@
+"""Reading the reference LB's state API from outside the lab, as a provider reads a cloud API."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from typing import Any
+
+from lbconform.errors import LabError
+from lbconform.lab import topology as topo
+from lbconform.lab.lb.api import PORT
+from lbconform.lab.nsexec import run_in_netns
+
+
+def _request(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def call() -> tuple[int, Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
+        try:
+            payload = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read() or b"null")
+        finally:
+            conn.close()
+
+    try:
+        return run_in_netns(topo.LB_NS, call)
+    except OSError as exc:
+        raise LabError(f"the lab's load balancer does not answer on :{PORT} ({exc}): is the lab up?") from exc
+
+
+class LabLB:
+    """The state API of the running lab's reference load balancer."""
+
+    def services(self) -> dict[str, Any]:
+        _, body = _request("GET", "/services")
+        services: dict[str, Any] = body["services"]
+        return services
+
+    def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, body = _request("GET", f"/services/{namespace}/{name}")
+        return body if status == 200 else None
+
+    def defects(self) -> list[str]:
+        _, body = _request("GET", "/defects")
+        return list(body["defects"])
+
+    def set_defects(self, defects: list[str]) -> list[str]:
+        status, body = _request("PUT", "/defects", {"defects": defects})
+        if status != 200:
+            raise LabError(f"the LB refused the defects: {body.get('error')}")
+        return list(body["defects"])

@@ -1,0 +1,379 @@
+"""The reference LB's controller: Services in, VIPs, status and nftables rules out.
+
+One reconcile pass looks at every Service of type LoadBalancer of its class, as the
+cloud-provider service controller does: it assigns and keeps a VIP, keeps the cleanup
+finalizer, writes ``status.loadBalancer``, computes the pool, runs the health checks,
+and programs the data plane. Removing a backend drains its pinned flows or forgets them,
+as the Service asks.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lbconform.kube.informer import Informer
+from lbconform.kube.rawapi import MERGE, ApiError, Json, RawApi
+from lbconform.lab import topology as topo
+from lbconform.lab.lb import nft, plan
+from lbconform.lab.lb.health import Checker, Health
+from lbconform.lab.lb.params import (
+    CLEANUP_FINALIZER,
+    DEFECTS,
+    LB_CLASS,
+    SLOW_UNHEALTHY_SECONDS,
+    Params,
+    parse,
+)
+
+log = logging.getLogger(__name__)
+
+#: A reconcile pass runs at most this often, and at least this often without events.
+MIN_PASS_SECONDS = 0.05
+MAX_PASS_SECONDS = 1.0
+
+
+@dataclass
+class ServiceState:
+    """What the LB holds for one Service."""
+
+    key: str
+    uid: str
+    vip: str
+    index: int
+    params: Params = field(default_factory=Params)
+    pool: dict[str, plan.Backend] = field(default_factory=dict)
+    checkers: dict[str, Checker] = field(default_factory=dict)
+    healthy: list[str] = field(default_factory=list)
+    health_changed: dict[str, float] = field(default_factory=dict)
+    pending_pool: dict[str, plan.Backend] | None = None
+    pending_since: float = 0.0
+    ever_seen: dict[str, plan.Backend] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=lambda: {
+        "poolChanges": 0, "healthySetChanges": 0, "flowsForgotten": 0, "reconciles": 0})
+
+    def health(self, key: str) -> Health | None:
+        c = self.checkers.get(key)
+        return c.state if c else None
+
+
+def wants_lb(svc: Json) -> bool:
+    spec = svc["spec"]
+    return spec.get("type") == "LoadBalancer" and spec.get("loadBalancerClass") in (None, LB_CLASS)
+
+
+class Controller:
+    def __init__(self, api: RawApi, default_mode: str, defects: set[str]) -> None:
+        unknown = set(defects) - set(DEFECTS)
+        if unknown:
+            raise ValueError(f"unknown LB defect(s) {', '.join(sorted(unknown))}: known are {', '.join(DEFECTS)}")
+        self.api = api
+        self.default_mode = default_mode
+        self.defects: frozenset[str] = frozenset(defects)
+        self.dirty = threading.Event()
+        self.lock = threading.RLock()
+        self.services: dict[str, ServiceState] = {}
+        self.timeouts: set[tuple[int, str]] = set()
+        self.ruleset = ""
+        self.routed_nodes: dict[int, str] = {}
+        self.svc_informer = Informer(api, "/api/v1/services", self.dirty.set)
+        self.slice_informer = Informer(api, "/apis/discovery.k8s.io/v1/endpointslices", self.dirty.set)
+        self.node_informer = Informer(api, "/api/v1/nodes", self.dirty.set)
+
+    # --- runtime control -------------------------------------------------------------------
+    def set_defects(self, defects: set[str]) -> None:
+        unknown = set(defects) - set(DEFECTS)
+        if unknown:
+            raise ValueError(f"unknown LB defect(s): {', '.join(sorted(unknown))}")
+        with self.lock:
+            self.defects = frozenset(defects)
+        self.dirty.set()
+
+    def run(self) -> None:
+        for inf in (self.svc_informer, self.slice_informer, self.node_informer):
+            inf.start()
+        for inf in (self.svc_informer, self.slice_informer, self.node_informer):
+            inf.synced.wait()
+        while True:
+            self.dirty.wait(MAX_PASS_SECONDS)
+            self.dirty.clear()
+            try:
+                self.reconcile()
+            except Exception:
+                log.exception("reconcile failed")
+            time.sleep(MIN_PASS_SECONDS)
+
+    # --- one pass --------------------------------------------------------------------------
+    def reconcile(self) -> None:
+        with self.lock:
+            nodes = plan.node_infos(self.node_informer.snapshot())
+            self._route_nodes(nodes)
+            slices: dict[str, list[Json]] = {}
+            for s in self.slice_informer.snapshot():
+                owner = (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name")
+                if owner:
+                    slices.setdefault(f"{s['metadata']['namespace']}/{owner}", []).append(s)
+            plans = []
+            seen = set()
+            for svc in self.svc_informer.snapshot():
+                key = Informer.key(svc)
+                if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc):
+                    self._release(svc)
+                    continue
+                seen.add(key)
+                p = self._ensure(svc, slices.get(key, []), nodes)
+                if p is not None:
+                    plans.append(p)
+            for key in list(self.services):
+                if key not in seen:
+                    self._forget(key)
+            ruleset = nft.render(sorted(plans, key=lambda p: p.index), self.timeouts)
+            if ruleset != self.ruleset:
+                nft.apply(ruleset)
+                self.ruleset = ruleset
+
+    def _route_nodes(self, nodes: list[plan.NodeInfo]) -> None:
+        """Policy routing for passthrough: fwmark of node K -> table K -> VIPs via node K."""
+        for n in nodes:
+            if self.routed_nodes.get(n.index) == n.ip:
+                continue
+            mark = plan.MARK_BASE + n.index
+            subprocess.run(["ip", "rule", "del", "fwmark", hex(mark)], capture_output=True, check=False)
+            subprocess.run(["ip", "rule", "add", "fwmark", hex(mark), "lookup", str(mark)], check=True)
+            subprocess.run(["ip", "route", "replace", topo.VIP_CIDR, "via", n.ip, "table", str(mark)],
+                           check=True)
+            self.routed_nodes[n.index] = n.ip
+
+    def _allocate_vip(self, svc: Json) -> str | None:
+        used = {s.vip for s in self.services.values()}
+        network = ipaddress.ip_network(topo.VIP_CIDR)
+        wanted = svc["spec"].get("loadBalancerIP") or next(
+            (i.get("ip") for i in svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []), None)
+        if wanted:
+            if ipaddress.ip_address(wanted) in network and wanted not in used:
+                return str(wanted)
+            if svc["spec"].get("loadBalancerIP"):
+                self._event(svc, "Warning", "LoadBalancerIPUnavailable",
+                            f"loadBalancerIP {wanted} is not free in {topo.VIP_CIDR}")
+                return None
+        for host in network.hosts():
+            if str(host) not in used:
+                return str(host)
+        self._event(svc, "Warning", "NoVIPLeft", f"no free address in {topo.VIP_CIDR}")
+        return None
+
+    def _ensure(self, svc: Json, slices: list[Json], nodes: list[plan.NodeInfo]) -> plan.ServicePlan | None:
+        key = Informer.key(svc)
+        st = self.services.get(key)
+        if st is None or st.uid != svc["metadata"]["uid"]:
+            if st is not None:
+                self._forget(key)
+            if not self._add_finalizer(svc):
+                return None
+            vip = self._allocate_vip(svc)
+            if vip is None:
+                return None
+            index = 1 + max((s.index for s in self.services.values()), default=0)
+            st = ServiceState(key, svc["metadata"]["uid"], vip, index)
+            self.services[key] = st
+            self._event(svc, "Normal", "EnsuringLoadBalancer", f"assigned VIP {vip}")
+        params = parse(svc["metadata"].get("annotations"), self.default_mode)
+        if params != st.params:
+            for err in params.errors:
+                self._event(svc, "Warning", "InvalidAnnotation", f"{err}; using the default")
+            if params.hc_interval != st.params.hc_interval or params.hc_protocol != st.params.hc_protocol:
+                self._stop_checkers(st)
+            st.params = params
+        if params.mode == "nodeport" and svc["spec"].get("allocateLoadBalancerNodePorts") is False:
+            if st.pool or st.counters["reconciles"] == 0:
+                self._event(svc, "Warning", "UnsupportedConfiguration",
+                            "nodeport mode needs node ports, and allocateLoadBalancerNodePorts is false: "
+                            "use mode node or pod")
+            desired: dict[str, plan.Backend] = {}
+        else:
+            desired = plan.pool(svc, slices, nodes, params, self.defects)
+        st.counters["reconciles"] += 1
+        self._set_status(svc, st.vip)
+        self._update_pool(st, desired)
+        self._sync_checkers(st)
+        healthy = self._healthy(st)
+        self._apply_health_change(st, healthy)
+        backends = [st.pool[k] if k in st.pool else st.ever_seen[k] for k in healthy]
+        return plan.plan(svc, st.index, st.vip, params, backends, self.defects)
+
+    def _update_pool(self, st: ServiceState, desired: dict[str, plan.Backend]) -> None:
+        if "stale-pool" in self.defects and st.params.mode == "pod":
+            desired = {**st.ever_seen, **desired}
+        st.ever_seen.update(desired)
+        if desired == st.pool:
+            st.pending_pool = None
+            return
+        delay = st.params.pool_update_delay if st.params.mode == "pod" else 0.0
+        now = time.monotonic()
+        if delay > 0:
+            if st.pending_pool is None:
+                st.pending_since = now
+            st.pending_pool = desired
+            if now - st.pending_since < delay:
+                threading.Timer(delay - (now - st.pending_since), self.dirty.set).start()
+                return
+        st.pool = desired
+        st.pending_pool = None
+        st.counters["poolChanges"] += 1
+
+    def _sync_checkers(self, st: ServiceState) -> None:
+        for k in list(st.checkers):
+            b = st.pool.get(k)
+            if b is None or b.health != st.checkers[k].target:
+                st.checkers.pop(k).stop()
+        for k, b in st.pool.items():
+            if b.health is not None and k not in st.checkers:
+                c = Checker(f"{st.key}/{k}", b.health, st.params, self.dirty.set)
+                st.checkers[k] = c
+                c.start()
+
+    def _healthy(self, st: ServiceState) -> list[str]:
+        ignore = "ignore-health" in self.defects
+        now = time.time()
+        out = []
+        for k, b in sorted(st.pool.items(), key=lambda kv: (kv[1].mark, kv[0])):
+            h = st.health(k)
+            if b.health is None or ignore or (h is not None and h.healthy):
+                out.append(k)
+            elif ("slow-unhealthy" in self.defects and h is not None and h.transitions
+                  and k in st.healthy and now - h.since < SLOW_UNHEALTHY_SECONDS):
+                out.append(k)
+                threading.Timer(SLOW_UNHEALTHY_SECONDS - (now - h.since) + 0.1, self.dirty.set).start()
+        return out
+
+    def _apply_health_change(self, st: ServiceState, healthy: list[str]) -> None:
+        if healthy == st.healthy:
+            return
+        removed = [k for k in st.healthy if k not in healthy]
+        now = time.time()
+        for k in set(healthy) ^ set(st.healthy):
+            st.health_changed[k] = now
+        st.counters["healthySetChanges"] += 1
+        previous = st.healthy
+        st.healthy = healthy
+        if not previous:
+            return
+        if "no-pinning" in self.defects or "reset-on-change" in self.defects:
+            self._forget_flows(st, None)
+            return
+        if st.params.backend_removal == "reset" or "no-drain" in self.defects:
+            for k in removed:
+                self._forget_flows(st, st.pool.get(k) or st.ever_seen.get(k))
+
+    def _forget_flows(self, st: ServiceState, backend: plan.Backend | None) -> None:
+        """Delete conntrack entries of the Service (or of one backend): their next packet is hashed again."""
+        argv = ["conntrack", "-D", "--orig-dst", st.vip]
+        if backend is not None:
+            argv += ["--mark", str(backend.mark)] if st.params.mode == "node" else ["--reply-src", backend.ip]
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+        count = sum(1 for line in out.stdout.splitlines() if line.strip())
+        st.counters["flowsForgotten"] += count
+        log.info("%s: forgot %d flows%s", st.key, count, f" of {backend.key}" if backend else "")
+
+    # --- release ------------------------------------------------------------------------
+    def _stop_checkers(self, st: ServiceState) -> None:
+        for c in st.checkers.values():
+            c.stop()
+        st.checkers.clear()
+
+    def _forget(self, key: str) -> None:
+        st = self.services.pop(key, None)
+        if st is not None:
+            self._stop_checkers(st)
+            self._forget_flows(st, None)
+
+    def _release(self, svc: Json) -> None:
+        key = Informer.key(svc)
+        if key in self.services and self.services[key].uid == svc["metadata"]["uid"]:
+            self._forget(key)
+            self._event(svc, "Normal", "DeletedLoadBalancer", "load balancer removed")
+        if svc.get("status", {}).get("loadBalancer", {}).get("ingress") and not svc["metadata"].get(
+                "deletionTimestamp") and svc["spec"].get("type") != "LoadBalancer":
+            self._patch_status(svc, None)
+        if CLEANUP_FINALIZER in (svc["metadata"].get("finalizers") or []):
+            self._set_finalizers(svc, [f for f in svc["metadata"]["finalizers"] if f != CLEANUP_FINALIZER])
+
+    # --- API writes ----------------------------------------------------------------------
+    def _svc_path(self, svc: Json) -> str:
+        return f"/api/v1/namespaces/{svc['metadata']['namespace']}/services/{svc['metadata']['name']}"
+
+    def _add_finalizer(self, svc: Json) -> bool:
+        finalizers = list(svc["metadata"].get("finalizers") or [])
+        if CLEANUP_FINALIZER in finalizers:
+            return True
+        return self._set_finalizers(svc, [*finalizers, CLEANUP_FINALIZER])
+
+    def _set_finalizers(self, svc: Json, finalizers: list[str]) -> bool:
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": svc["metadata"]["resourceVersion"]}}
+        try:
+            self.api.patch(self._svc_path(svc), body, MERGE)
+            return True
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                log.warning("finalizer update of %s failed: %s", Informer.key(svc), exc)
+            self.dirty.set()
+            return False
+
+    def _set_status(self, svc: Json, vip: str) -> None:
+        ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []
+        if ingress == [{"ip": vip, "ipMode": "VIP"}]:
+            return
+        self._patch_status(svc, vip)
+
+    def _patch_status(self, svc: Json, vip: str | None) -> None:
+        lb: dict[str, Any] = {"ingress": [{"ip": vip, "ipMode": "VIP"}]} if vip else {"ingress": None}
+        try:
+            self.api.patch(self._svc_path(svc) + "/status", {"status": {"loadBalancer": lb}}, MERGE)
+        except ApiError as exc:
+            log.warning("status update of %s failed: %s", Informer.key(svc), exc)
+            self.dirty.set()
+
+    def _event(self, svc: Json, kind: str, reason: str, message: str) -> None:
+        meta = svc["metadata"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            self.api.post(f"/api/v1/namespaces/{meta['namespace']}/events", {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                "involvedObject": {"kind": "Service", "namespace": meta["namespace"], "name": meta["name"],
+                                   "uid": meta["uid"], "apiVersion": "v1"},
+                "reason": reason, "message": message, "type": kind,
+                "source": {"component": "lbconform-lab-lb"},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            })
+        except ApiError as exc:
+            log.debug("event %s not recorded: %s", reason, exc)
+
+    # --- state for the API ---------------------------------------------------------------
+    def describe(self, st: ServiceState) -> Json:
+        backends = []
+        for k, b in sorted(st.pool.items()):
+            h = st.health(k)
+            backends.append({
+                "name": k, "address": b.ip, "ports": [{"protocol": p[0][0], "port": p[0][1], "target": p[1]}
+                                                      for p in b.ports],
+                "healthy": k in st.healthy,
+                "lastChange": st.health_changed.get(k),
+                "healthCheck": None if b.health is None else {
+                    "target": f"{b.health.protocol}://{b.health.ip}:{b.health.port}{b.health.path}",
+                    "passing": h.healthy if h else None, "lastResult": h.last_result if h else None,
+                    "checks": h.checks if h else 0},
+            })
+        return {"service": st.key, "uid": st.uid, "vip": st.vip, "mode": st.params.mode,
+                "parameters": st.params.as_dict(), "pool": backends, "healthy": st.healthy,
+                "counters": dict(st.counters), "defects": sorted(self.defects)}
+
+    def state(self) -> Json:
+        with self.lock:
+            return {"defects": sorted(self.defects),
+                    "services": {k: self.describe(s) for k, s in sorted(self.services.items())}}

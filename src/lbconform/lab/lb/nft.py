@@ -1,0 +1,107 @@
+"""Rendering service plans as one nftables table, and applying it atomically.
+
+Layout of table ``ip lbconform``:
+
+- ``ct timeout`` objects, one per idle timeout and protocol, never deleted while the lab
+  runs (conntrack entries hold references to them);
+- chain ``pick`` (prerouting, priority mangle): per Service, drop sources outside
+  loadBalancerSourceRanges, set the idle timeout on new flows, reset mid-stream pick-ups
+  when ``tcp-reset`` is on, and in node mode choose the node by ``ct mark``;
+- chain ``to_backend`` (prerouting, priority dstnat): NAT modes choose the backend;
+- chain ``masq`` (postrouting, priority srcnat): only the ``snat-local`` defect uses it.
+
+A flow's backend is ``jhash`` of its 5-tuple (of its source address alone with ClientIP
+affinity) modulo the number of healthy backends; conntrack pins it until it is idle for
+the Service's idle timeout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable
+
+from lbconform.errors import LabError
+from lbconform.lab.lb.plan import ServicePlan
+
+TABLE = "lbconform"
+CHAINS = ("pick", "to_backend", "masq")
+
+
+def timeout_name(seconds: int, protocol: str) -> str:
+    return f"idle_{seconds}_{protocol.lower()}"
+
+
+def _timeout_object(seconds: int, protocol: str) -> str:
+    states = "established: {s}" if protocol == "TCP" else "unreplied: {s}, replied: {s}"
+    return (f"  ct timeout {timeout_name(seconds, protocol)} {{\n"
+            f"    protocol {protocol.lower()}; l3proto ip\n"
+            f"    policy = {{ {states.format(s=seconds)} }}\n  }}\n")
+
+
+def _hash(plan: ServicePlan, proto: str, count: int) -> str:
+    key = "ip saddr" if plan.affinity else f"ip saddr . {proto.lower()} sport"
+    return f"jhash {key} mod {count} seed {plan.seed:#x}"
+
+
+def _map(items: Iterable[str]) -> str:
+    return "{ " + ", ".join(f"{i} : {v}" for i, v in enumerate(items)) + " }"
+
+
+def render(plans: list[ServicePlan], timeouts: set[tuple[int, str]]) -> str:
+    """The full table; ``timeouts`` accumulates every timeout object ever needed."""
+    for p in plans:
+        for r in p.rules:
+            timeouts.add((p.idle_timeout, r.protocol))
+    out = [f"table ip {TABLE} {{\n"]
+    out += [_timeout_object(s, proto) for s, proto in sorted(timeouts)]
+    mangle, dnat, snat = [], [], []
+    for p in plans:
+        match = f"ip daddr {p.vip}"
+        if p.source_ranges:
+            mangle.append(f"{match} ip saddr != {{ {', '.join(p.source_ranges)} }} drop")
+        for r in p.rules:
+            l4 = f"{match} {r.protocol.lower()} dport {r.port}"
+            mangle.append(f"{l4} ct state new ct timeout set \"{timeout_name(p.idle_timeout, r.protocol)}\"")
+            if p.tcp_reset and r.protocol == "TCP":
+                # A non-SYN packet of a flow conntrack forgot: the flow idled out.
+                mangle.append(f"{l4} ct state new tcp flags & (syn | ack) != syn reject with tcp reset")
+            if p.mode == "node":
+                if r.marks:
+                    marks = _map(hex(m) for m in r.marks)
+                    mangle.append(f"{l4} ct state new ct mark set {_hash(p, r.protocol, len(r.marks))} map {marks}")
+                else:
+                    mangle.append(f"{l4} drop")
+            else:
+                if r.targets:
+                    targets = _map(f"{ip} . {port}" for ip, port in r.targets)
+                    dnat.append(f"{l4} dnat ip to {_hash(p, r.protocol, len(r.targets))} map {targets}")
+                else:
+                    mangle.append(f"{l4} drop")
+        if p.snat:
+            snat.append(f"ct original ip daddr {p.vip} masquerade")
+    mangle.append("ct direction original ct mark != 0 meta mark set ct mark")
+    out.append(_chain("pick", "type filter hook prerouting priority mangle; policy accept;", mangle))
+    out.append(_chain("to_backend", "type nat hook prerouting priority dstnat; policy accept;", dnat))
+    out.append(_chain("masq", "type nat hook postrouting priority srcnat; policy accept;", snat))
+    out.append("}\n")
+    return "".join(out)
+
+
+def _chain(name: str, hook: str, rules: list[str]) -> str:
+    body = "".join(f"    {r}\n" for r in rules)
+    return f"  chain {name} {{\n    {hook}\n{body}  }}\n"
+
+
+def apply(ruleset: str) -> None:
+    """Replace the chains' rules in one transaction; timeout objects are only ever added."""
+    script = (f"table ip {TABLE} {{}}\n"
+              "".join(f"flush chain ip {TABLE} {c}\n" for c in CHAINS)
+              if _exists() else "") + ruleset
+    proc = subprocess.run(["nft", "-f", "-"], input=script, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise LabError(f"nft rejected the LB ruleset: {proc.stderr.strip()[:500]}")
+
+
+def _exists() -> bool:
+    return subprocess.run(["nft", "list", "table", "ip", TABLE], capture_output=True,
+                          check=False).returncode == 0

@@ -1,0 +1,156 @@
+"""What the data plane should do for one Service: pure functions, no I/O.
+
+``pool`` turns the Service, its EndpointSlices and the nodes into backends; ``plan`` turns
+the pool, the health of each backend and the defects into the rules ``nft`` renders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lbconform.lab.lb.params import SHORT_IDLE_SECONDS, Params
+
+Json = dict[str, Any]
+
+#: fwmark of node K in passthrough mode (routing table MARK_BASE + K routes VIPs via node K).
+MARK_BASE = 0x100
+KUBE_PROXY_HEALTH_PORT = 10256
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    ip: str
+    index: int
+
+
+@dataclass(frozen=True)
+class HealthTarget:
+    protocol: str  # "http" or "tcp"
+    ip: str
+    port: int
+    path: str = "/healthz"
+
+
+@dataclass(frozen=True)
+class Backend:
+    key: str
+    ip: str
+    #: (protocol, service port) -> port on this backend (node port, target port, or the service port)
+    ports: tuple[tuple[tuple[str, int], int], ...]
+    health: HealthTarget | None
+    mark: int = 0
+
+
+@dataclass(frozen=True)
+class PortRule:
+    protocol: str
+    port: int
+    #: NAT modes: (ip, port) per healthy backend; node mode: the backends' marks
+    targets: tuple[tuple[str, int], ...] = ()
+    marks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    key: str
+    index: int
+    vip: str
+    mode: str
+    rules: tuple[PortRule, ...]
+    affinity: bool
+    source_ranges: tuple[str, ...]
+    idle_timeout: int
+    tcp_reset: bool
+    snat: bool
+    seed: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+
+def _service_ports(svc: Json) -> list[Json]:
+    return list(svc["spec"].get("ports") or [])
+
+
+def _excluded(node: Json) -> bool:
+    return "node.kubernetes.io/exclude-from-external-load-balancers" in (node["metadata"].get("labels") or {})
+
+
+def node_infos(nodes: list[Json]) -> list[NodeInfo]:
+    out = []
+    for n in nodes:
+        if _excluded(n):
+            continue
+        ip = next((a["address"] for a in n.get("status", {}).get("addresses", [])
+                   if a["type"] == "InternalIP"), None)
+        name = n["metadata"]["name"]
+        if ip is None or not name.startswith("node-"):
+            continue
+        out.append(NodeInfo(name, ip, int(name.split("-", 1)[1])))
+    return sorted(out, key=lambda i: i.index)
+
+
+def pool(svc: Json, slices: list[Json], nodes: list[NodeInfo], params: Params,
+         defects: frozenset[str]) -> dict[str, Backend]:
+    """Every backend the Service may send to, healthy or not."""
+    ports = _service_ports(svc)
+    local = svc["spec"].get("externalTrafficPolicy") == "Local"
+    hc_port = int(svc["spec"].get("healthCheckNodePort") or 0) if local else KUBE_PROXY_HEALTH_PORT
+    if params.mode in ("node", "nodeport"):
+        out: dict[str, Backend] = {}
+        for n in nodes:
+            if params.mode == "node":
+                mapping = tuple(((p.get("protocol", "TCP"), int(p["port"])), int(p["port"])) for p in ports)
+            else:
+                mapping = tuple(((p.get("protocol", "TCP"), int(p["port"])), int(p.get("nodePort") or 0))
+                                for p in ports if p.get("nodePort"))
+            out[n.name] = Backend(n.name, n.ip, mapping, HealthTarget("http", n.ip, hc_port),
+                                  MARK_BASE + n.index)
+        return out
+    # pod mode: the ready endpoints of the Service's slices
+    by_name = {n.name: n for n in nodes}
+    out = {}
+    for s in slices:
+        slice_ports = {p.get("name", ""): int(p["port"]) for p in s.get("ports") or [] if p.get("port")}
+        for ep in s.get("endpoints") or []:
+            if not ep.get("conditions", {}).get("ready"):
+                continue
+            for addr in ep.get("addresses", []):
+                mapping = tuple(((p.get("protocol", "TCP"), int(p["port"])), slice_ports[p.get("name", "")])
+                                for p in ports if p.get("name", "") in slice_ports)
+                ip = addr
+                if "node-ips-in-pod-pool" in defects:
+                    node = by_name.get(ep.get("nodeName", ""))
+                    ip = node.ip if node else addr
+                health = None
+                if params.hc_protocol and mapping:
+                    first = mapping[0][1]
+                    health = HealthTarget(params.hc_protocol, ip, first, params.hc_path)
+                out[addr] = Backend(addr, ip, mapping, health)
+    return out
+
+
+def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend],
+         defects: frozenset[str]) -> ServicePlan:
+    """Rules for the healthy ``backends`` (already ordered and filtered by health)."""
+    rules = []
+    for p in _service_ports(svc):
+        proto, port = p.get("protocol", "TCP"), int(p["port"])
+        if params.mode == "node":
+            rules.append(PortRule(proto, port, marks=tuple(b.mark for b in backends)))
+        else:
+            targets = tuple((b.ip, dict(b.ports)[(proto, port)]) for b in backends
+                            if (proto, port) in dict(b.ports))
+            rules.append(PortRule(proto, port, targets=targets))
+    spec = svc["spec"]
+    affinity = spec.get("sessionAffinity") == "ClientIP" and "no-affinity" not in defects
+    ranges = () if "ignore-source-ranges" in defects else tuple(spec.get("loadBalancerSourceRanges") or ())
+    local = spec.get("externalTrafficPolicy") == "Local"
+    idle = SHORT_IDLE_SECONDS if "short-idle" in defects else params.idle_timeout
+    meta = svc["metadata"]
+    return ServicePlan(
+        key=f"{meta['namespace']}/{meta['name']}", index=index, vip=vip, mode=params.mode,
+        rules=tuple(rules), affinity=affinity, source_ranges=ranges, idle_timeout=idle,
+        tcp_reset=params.tcp_reset, snat=local and "snat-local" in defects,
+        seed=(index * 2654435761) & 0xFFFFFFFF,
+    )
