@@ -50,3 +50,41 @@ class Stopwatch:
 
     def __call__(self) -> float:
         return time.monotonic() - self.t0
+
+
+def lab_lb(**values: object) -> Tweak:
+    """Annotations of the lab's reference LB, e.g. ``lab_lb(mode="pod", idle_timeout_seconds=3)``."""
+    from lbconform.kube.tweaks import annotations
+
+    return annotations({f"lab.lbconform.io/{k.replace('_', '-')}": str(v) for k, v in values.items()})
+
+
+def wait_for_vip(api: RawApi, namespace: str, name: str = "backend", timeout: float = 10) -> str:
+    from lbconform.wait import poll_until
+
+    def vip() -> str | None:
+        ingress = api.get(f"/api/v1/namespaces/{namespace}/services/{name}").get("status", {}).get(
+            "loadBalancer", {}).get("ingress") or []
+        return str(ingress[0]["ip"]) if ingress else None
+
+    return poll_until(vip, timeout=timeout, interval=0.05, description=f"a VIP for {namespace}/{name}")
+
+
+def wait_for_healthy(namespace: str, want: set[str] | int, name: str = "backend",
+                     timeout: float = 30) -> list[str]:
+    """Wait until the lab LB's healthy set is ``want`` (a set of names, or a size)."""
+    from lbconform.lab.lb.client import LabLB
+    from lbconform.wait import poll_until
+
+    lb = LabLB()
+
+    def healthy() -> list[str] | None:
+        svc = lb.service(namespace, name)
+        if svc is None:
+            return None
+        got = list(svc["healthy"])
+        ok = set(got) == want if isinstance(want, set) else len(got) == want
+        return got if ok else None
+
+    return poll_until(healthy, timeout=timeout, interval=0.1,
+                      description=f"the LB's healthy set of {namespace}/{name} to be {want}")

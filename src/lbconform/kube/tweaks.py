@@ -151,3 +151,43 @@ def liveness_exec(command: list[str], period: int = 1, failures: int = 1) -> Twe
 
     tweak.__name__ = "liveness_exec"
     return tweak
+
+
+def annotations(values: dict[str, str]) -> Tweak:
+    """Service annotations, such as a provider's or the lab LB's ``lab.lbconform.io/*``."""
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["metadata"].setdefault("annotations", {}).update(values)
+
+    tweak.__name__ = "annotations"
+    return tweak
+
+
+def session_affinity_client_ip(obj: Json) -> None:
+    if obj["kind"] == "Service":
+        obj["spec"]["sessionAffinity"] = "ClientIP"
+
+
+def source_ranges(*cidrs: str) -> Tweak:
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["loadBalancerSourceRanges"] = list(cidrs)
+
+    tweak.__name__ = "source_ranges"
+    return tweak
+
+
+def no_node_ports(obj: Json) -> None:
+    """allocateLoadBalancerNodePorts: false (eTP Cluster only: Local needs its health check port)."""
+    if obj["kind"] == "Service":
+        obj["spec"]["allocateLoadBalancerNodePorts"] = False
+
+
+def udp_port(port: int = 8081) -> Tweak:
+    """Add a UDP service port to netexec's UDP echo server."""
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["ports"].append({"name": "udp", "port": port, "targetPort": "udp", "protocol": "UDP"})
+
+    tweak.__name__ = f"udp_port_{port}"
+    return tweak

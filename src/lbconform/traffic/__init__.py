@@ -1,0 +1,1 @@
+"""Traffic the harness sends: connection fleets, request loops, and what became of each."""

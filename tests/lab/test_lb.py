@@ -1,0 +1,192 @@
+"""The reference load balancer does what a correct cloud LB does, in each backend mode."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lbconform.kube import objects, tweaks
+from lbconform.kube.manifests import Applier, load_one
+from lbconform.kube.rawapi import ApiError
+from lbconform.lab import topology as topo
+from lbconform.lab.lb.client import LabLB
+from lbconform.lab.lb.params import CLEANUP_FINALIZER
+from lbconform.traffic.fleet import Fleet, KeepAlive
+from lbconform.wait import poll_until
+from tests.lab.helpers import (
+    Stopwatch,
+    client_get,
+    deploy_backend,
+    lab_lb,
+    pods_by_node,
+    wait_for_healthy,
+    wait_for_vip,
+)
+
+pytestmark = pytest.mark.lab
+
+MODES = ("node", "nodeport", "pod")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vip_within_two_seconds_and_every_endpoint_served(test_namespace: Applier, mode: str) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    test_namespace.create(load_one("backend-deployment", tweaks.one_per_node))
+    objects.wait_for_deployment(api, ns, "backend")
+    clock = Stopwatch()
+    test_namespace.create(load_one("backend-service", lab_lb(mode=mode, health_check_interval_seconds=1)))
+    vip = wait_for_vip(api, ns)
+    assert clock() <= 2.0, f"VIP after {clock():.2f}s"
+    names = {p["metadata"]["name"] for p in pods_by_node(api, ns).values()}
+    seen: set[str] = set()
+
+    def all_served() -> bool:
+        status, body = client_get(vip, 80, "/hostname")
+        if status == 200:
+            seen.add(body)
+        return seen == names
+
+    poll_until(all_served, timeout=20, interval=0.02, description=f"every backend behind {vip}")
+    state = LabLB().service(ns, "backend")
+    assert state is not None and state["vip"] == vip and state["mode"] == mode
+
+
+def test_type_change_and_delete_release_the_load_balancer(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    _, svc = deploy_backend(test_namespace)
+    path = f"/api/v1/namespaces/{ns}/services/backend"
+    vip = wait_for_vip(api, ns)
+    assert CLEANUP_FINALIZER in api.get(path)["metadata"]["finalizers"]
+
+    api.patch(path, {"spec": {"type": "ClusterIP", "externalTrafficPolicy": None}})
+
+    def released() -> bool:
+        s = api.get(path)
+        return (not s.get("status", {}).get("loadBalancer", {}).get("ingress")
+                and CLEANUP_FINALIZER not in (s["metadata"].get("finalizers") or [])
+                and LabLB().service(ns, "backend") is None)
+
+    poll_until(released, timeout=10, description="the LB to release a Service turned ClusterIP")
+    with pytest.raises(OSError):
+        client_get(vip, 80, "/hostname", timeout=1)
+
+    api.patch(path, {"spec": {"type": "LoadBalancer"}})
+    vip = wait_for_vip(api, ns)
+    api.delete(path)
+
+    def deleted() -> bool:
+        try:
+            api.get(path)
+        except ApiError as exc:
+            return exc.status == 404
+        return False
+
+    poll_until(deleted, timeout=10, description="the Service to be deleted once its finalizer is gone")
+    assert LabLB().service(ns, "backend") is None
+    del svc
+
+
+def test_allocate_node_ports_false(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.no_node_ports, lab_lb(mode="pod"))
+    vip = wait_for_vip(api, ns)
+    assert "nodePort" not in api.get(f"/api/v1/namespaces/{ns}/services/backend")["spec"]["ports"][0]
+    poll_until(lambda: client_get(vip, 80, "/hostname")[0] == 200, timeout=15,
+               description="pod mode to serve without node ports", retry_on=(OSError,))
+    api.patch(f"/api/v1/namespaces/{ns}/services/backend",
+              {"metadata": {"annotations": {"lab.lbconform.io/mode": "nodeport"}}})
+
+    def event() -> bool:
+        items = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+        return any(e["reason"] == "UnsupportedConfiguration" for e in items)
+
+    poll_until(event, timeout=10, description="an event saying nodeport mode cannot work")
+
+
+def _fleet_scenario(ns: Applier, idle_timeout: int, change: bool, idle: float,
+                    keepalive: KeepAlive | None = None) -> dict[str, int]:
+    """20 connections, an optional healthy-set change while idle, then one request each."""
+    api, namespace = ns.api, ns.namespace
+    assert namespace
+    deploy_backend(ns, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
+                   lab_lb(idle_timeout_seconds=idle_timeout, health_check_interval_seconds=1))
+    vip = wait_for_vip(api, namespace)
+    wait_for_healthy(namespace, 2)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20, keepalive)
+        assert fleet.outcomes() == {"alive": 20}
+        clock = Stopwatch()
+        if change:
+            api.patch(f"/apis/apps/v1/namespaces/{namespace}/deployments/backend", {"spec": {"replicas": 3}})
+            wait_for_healthy(namespace, 3)
+        time.sleep(max(0.0, idle - clock()))
+        before = {c.index: c.backend for c in fleet.connections}
+        outcomes = fleet.request()
+        moved = [c for c in fleet.connections if c.outcome == "alive" and c.backends[-1] != before[c.index]]
+        assert not moved, "a live connection changed backend"
+        return outcomes
+
+
+def test_idle_flows_survive_when_the_healthy_set_is_unchanged(test_namespace: Applier) -> None:
+    assert _fleet_scenario(test_namespace, idle_timeout=3, change=False, idle=5) == {"alive": 20}
+
+
+def test_idle_flows_are_reset_when_the_healthy_set_changed(test_namespace: Applier) -> None:
+    outcomes = _fleet_scenario(test_namespace, idle_timeout=3, change=True, idle=8)
+    assert outcomes.get("reset", 0) >= 1, outcomes
+
+
+def test_flows_idle_under_the_timeout_survive_a_change(test_namespace: Applier) -> None:
+    assert _fleet_scenario(test_namespace, idle_timeout=60, change=True, idle=8) == {"alive": 20}
+
+
+def test_keepalive_shorter_than_the_timeout_survives_a_change(test_namespace: Applier) -> None:
+    outcomes = _fleet_scenario(test_namespace, idle_timeout=3, change=True, idle=8,
+                               keepalive=KeepAlive(idle=1, interval=1))
+    assert outcomes == {"alive": 20}
+
+
+def test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
+                   lab_lb(health_check_interval_seconds=1))
+    vip = wait_for_vip(api, ns)
+    with_pods = set(pods_by_node(api, ns))
+    wait_for_healthy(ns, with_pods)
+    for _ in range(20):
+        status, body = client_get(vip, 80, "/clientip")
+        assert status == 200
+        assert body.rsplit(":", 1)[0] == topo.CLIENT_IP
+
+
+def test_node_leaves_the_healthy_set_after_interval_times_threshold(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    interval, threshold = 1.0, 3
+    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
+                   tweaks.pre_stop_sleep(15), tweaks.grace_period(30),
+                   lab_lb(health_check_interval_seconds=interval, health_check_unhealthy_threshold=threshold))
+    wait_for_healthy(ns, 3)
+    victim = pods_by_node(api, ns)["node-2"]
+    api.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/backend", {"spec": {"replicas": 2}})
+    # The ReplicaSet picks which pod goes; find it and time from its deletion.
+    def deleted_pod() -> dict | None:  # type: ignore[type-arg]
+        return next((p for p in objects.pods(api, ns, "app=backend")
+                     if p["metadata"].get("deletionTimestamp")), None)
+
+    gone = poll_until(deleted_pod, timeout=10, description="a pod to be deleted by the scale-down")
+    node = gone["spec"]["nodeName"]
+    started = time.time()
+    wait_for_healthy(ns, {"node-1", "node-2", "node-3"} - {node}, timeout=20)
+    state = LabLB().service(ns, "backend")
+    assert state is not None
+    changed = next(b["lastChange"] for b in state["pool"] if b["name"] == node)
+    took = changed - started
+    expected = interval * threshold
+    assert expected - interval <= took <= expected + interval, f"left after {took:.2f}s, expected {expected}s"
+    del victim
