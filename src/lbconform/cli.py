@@ -142,7 +142,8 @@ def parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_lab_up)
     lb = lab.add_parser("lb", help="the reference load balancer's state and defects")
     lb.add_argument("what", choices=("state", "defects"))
-    lb.add_argument("--set", nargs="*", metavar="DEFECT", help="with 'defects': switch to these (none: clear)")
+    lb.add_argument("--set", nargs="*", metavar="DEFECT",
+                    help="with 'defects': switch to these (none: clear)")
     lb.set_defaults(func=cmd_lab_lb)
     lab.add_parser("down", help="remove everything the lab made").set_defaults(func=cmd_lab_down)
     lab.add_parser("status", help="what runs").set_defaults(func=cmd_lab_status)

@@ -54,9 +54,9 @@ class Stopwatch:
 
 def lab_lb(**values: object) -> Tweak:
     """Annotations of the lab's reference LB, e.g. ``lab_lb(mode="pod", idle_timeout_seconds=3)``."""
-    from lbconform.kube.tweaks import annotations
+    from lbconform.kube.tweaks import service_annotations
 
-    return annotations({f"lab.lbconform.io/{k.replace('_', '-')}": str(v) for k, v in values.items()})
+    return service_annotations({f"lab.lbconform.io/{k.replace('_', '-')}": str(v) for k, v in values.items()})
 
 
 def wait_for_vip(api: RawApi, namespace: str, name: str = "backend", timeout: float = 10) -> str:

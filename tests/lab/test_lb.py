@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 
@@ -168,25 +169,162 @@ def test_node_leaves_the_healthy_set_after_interval_times_threshold(test_namespa
     api, ns = test_namespace.api, test_namespace.namespace
     assert ns
     interval, threshold = 1.0, 3
-    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
-                   tweaks.pre_stop_sleep(15), tweaks.grace_period(30),
-                   lab_lb(health_check_interval_seconds=interval, health_check_unhealthy_threshold=threshold))
+    _, svc = deploy_backend(
+        test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local, tweaks.pre_stop_sleep(15),
+        tweaks.grace_period(30),
+        lab_lb(health_check_interval_seconds=interval, health_check_unhealthy_threshold=threshold))
     wait_for_healthy(ns, 3)
-    victim = pods_by_node(api, ns)["node-2"]
-    api.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/backend", {"spec": {"replicas": 2}})
-    # The ReplicaSet picks which pod goes; find it and time from its deletion.
-    def deleted_pod() -> dict | None:  # type: ignore[type-arg]
-        return next((p for p in objects.pods(api, ns, "app=backend")
-                     if p["metadata"].get("deletionTimestamp")), None)
-
-    gone = poll_until(deleted_pod, timeout=10, description="a pod to be deleted by the scale-down")
-    node = gone["spec"]["nodeName"]
-    started = time.time()
-    wait_for_healthy(ns, {"node-1", "node-2", "node-3"} - {node}, timeout=20)
+    node = topo.node_by_name("node-2", 3)
+    victim = pods_by_node(api, ns)[node.name]
+    api.delete(f"/api/v1/namespaces/{ns}/pods/{victim['metadata']['name']}")
+    # Time from the moment kube-proxy's health check on the node starts failing.
+    hc = int(svc["spec"]["healthCheckNodePort"])
+    poll_until(lambda: client_get(node.ip, hc, "/healthz")[0] == 503, timeout=10, interval=0.02,
+               description=f"{node.name}'s health check to fail")
+    failing_since = time.time()
+    wait_for_healthy(ns, {"node-1", "node-3"}, timeout=20)
     state = LabLB().service(ns, "backend")
     assert state is not None
-    changed = next(b["lastChange"] for b in state["pool"] if b["name"] == node)
-    took = changed - started
+    changed = next(b["lastChange"] for b in state["pool"] if b["name"] == node.name)
+    took = changed - failing_since
     expected = interval * threshold
     assert expected - interval <= took <= expected + interval, f"left after {took:.2f}s, expected {expected}s"
-    del victim
+
+
+def _udp(vip: str, port: int, message: bytes) -> str:
+    import socket
+
+    from lbconform.lab.nsexec import run_in_netns
+
+    def ask() -> str:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(1)
+            s.sendto(message, (vip, port))
+            return s.recv(4096).decode().strip()
+
+    return run_in_netns(topo.CLIENT_NS, ask)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_udp_port_is_served(test_namespace: Applier, mode: str) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.udp_port(8081), lab_lb(mode=mode, health_check_interval_seconds=1))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 3)
+    names = {p["metadata"]["name"] for p in pods_by_node(api, ns).values()}
+    answer = poll_until(lambda: _udp(vip, 8081, b"hostname"), timeout=10, retry_on=(OSError,),
+                        description=f"a UDP answer from {vip}:8081")
+    assert answer in names
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_source_ranges_admit_and_deny(test_namespace: Applier, mode: str) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.source_ranges("198.51.100.0/24"), lab_lb(mode=mode))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 3)
+    with pytest.raises(OSError):
+        client_get(vip, 80, "/hostname", timeout=1)
+    api.patch(f"/api/v1/namespaces/{ns}/services/backend",
+              {"spec": {"loadBalancerSourceRanges": ["198.51.100.0/24", "203.0.113.0/24"]}})
+    poll_until(lambda: client_get(vip, 80, "/hostname")[0] == 200, timeout=10, retry_on=(OSError,),
+               description="the client to be admitted once its range is listed")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_client_ip_affinity_keeps_one_backend(test_namespace: Applier, mode: str) -> None:
+    from tests.lab.test_lb_defects import new_connection_results
+
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.session_affinity_client_ip, lab_lb(mode=mode))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 3)
+    results = new_connection_results(vip)
+    assert len(set(results)) == 1 and results[0] not in ("timeout", "reset", "refused"), results
+
+
+def test_switching_traffic_policy_changes_health_checks(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.replicas(1), lab_lb(health_check_interval_seconds=1))
+    path = f"/api/v1/namespaces/{ns}/services/backend"
+    for policy, healthy in (("Cluster", 3), ("Local", 1), ("Cluster", 3), ("Local", 1)):
+        api.patch(path, {"spec": {"externalTrafficPolicy": policy}})
+        wait_for_healthy(ns, healthy)
+        state = LabLB().service(ns, "backend")
+        assert state is not None
+        hc = api.get(path)["spec"].get("healthCheckNodePort")
+        port = str(hc) if policy == "Local" else "10256"
+        assert all(f":{port}/" in b["healthCheck"]["target"] for b in state["pool"]), state["pool"]
+        vip = wait_for_vip(api, ns)
+        poll_until(partial(client_get, vip, 80, "/hostname"), timeout=10, retry_on=(OSError,),
+                   description=f"traffic with externalTrafficPolicy={policy}")
+
+
+def test_tcp_reset_option_resets_idled_flows(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.replicas(1),
+                   lab_lb(mode="pod", idle_timeout_seconds=2, tcp_reset="true"))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 1)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(5)
+        assert fleet.request() == {"alive": 5}
+        time.sleep(4)
+        assert fleet.request() == {"reset": 5}
+
+
+def test_backend_removal_reset_forgets_pinned_flows(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
+                   tweaks.pre_stop_sleep(20), tweaks.grace_period(40),
+                   lab_lb(health_check_interval_seconds=1, backend_removal="reset"))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 3)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20)
+        victim = pods_by_node(api, ns)["node-2"]
+        pinned = [c for c in fleet.connections if c.backend == victim["metadata"]["name"]]
+        others = [c for c in fleet.connections if c not in pinned]
+        api.delete(f"/api/v1/namespaces/{ns}/pods/{victim['metadata']['name']}")
+        wait_for_healthy(ns, 2)
+        fleet.request()
+    assert pinned and all(c.outcome == "reset" for c in pinned), [c.outcome for c in pinned]
+    assert all(c.outcome == "alive" for c in others)
+
+
+def test_drain_keeps_pinned_flows_of_a_removed_backend(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
+                   tweaks.pre_stop_sleep(20), tweaks.grace_period(40),
+                   lab_lb(health_check_interval_seconds=1, backend_removal="drain"))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 3)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20)
+        victim = pods_by_node(api, ns)["node-2"]
+        api.delete(f"/api/v1/namespaces/{ns}/pods/{victim['metadata']['name']}")
+        wait_for_healthy(ns, 2)
+        assert fleet.request() == {"alive": 20}
+
+
+def test_pod_pool_follows_ready_endpoints_with_batching(test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    delay = 3.0
+    deploy_backend(test_namespace, tweaks.one_per_node, lab_lb(mode="pod", pool_update_delay_seconds=delay))
+    wait_for_vip(api, ns)
+    wait_for_healthy(ns, 3, timeout=15)
+    ready = {p["status"]["podIP"] for p in objects.pods(api, ns, "app=backend")}
+    state = LabLB().service(ns, "backend")
+    assert state is not None and {b["address"] for b in state["pool"]} == ready
+    api.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/backend", {"spec": {"replicas": 2}})
+    clock = Stopwatch()
+    wait_for_healthy(ns, 2, timeout=15)
+    assert clock() >= delay - 0.5, f"pool changed after {clock():.2f}s, before the {delay}s batch delay"

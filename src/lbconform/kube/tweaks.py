@@ -153,13 +153,13 @@ def liveness_exec(command: list[str], period: int = 1, failures: int = 1) -> Twe
     return tweak
 
 
-def annotations(values: dict[str, str]) -> Tweak:
+def service_annotations(values: dict[str, str]) -> Tweak:
     """Service annotations, such as a provider's or the lab LB's ``lab.lbconform.io/*``."""
     def tweak(obj: Json) -> None:
         if obj["kind"] == "Service":
             obj["metadata"].setdefault("annotations", {}).update(values)
 
-    tweak.__name__ = "annotations"
+    tweak.__name__ = "service_annotations"
     return tweak
 
 

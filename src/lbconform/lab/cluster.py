@@ -23,11 +23,11 @@ from typing import Final
 
 from lbconform.errors import LabError, UsageError
 from lbconform.kube.rawapi import Json, RawApi, api_client
-from lbconform.lab.lb.api import PORT as LB_API_PORT
-from lbconform.lab.lb.params import DEFECTS, MODES
 from lbconform.lab import build, controlplane, network, procs
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
+from lbconform.lab.lb.api import PORT as LB_API_PORT
+from lbconform.lab.lb.params import DEFECTS, MODES
 from lbconform.lab.pki import Identity, Pki
 from lbconform.lab.probe import client_tls, http_status
 from lbconform.lab.sandbox_records import sandboxes_of
@@ -60,7 +60,8 @@ def lb_rbac() -> list[Json]:
         {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "patch", "update"]},
         {"apiGroups": [""], "resources": ["services/status"], "verbs": ["patch", "update"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+         "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
     ]
     base = "/apis/rbac.authorization.k8s.io/v1"

@@ -138,7 +138,7 @@ class Fleet:
             self._end(c, TIMEOUT if isinstance(exc, TimeoutError) else RESET, exc)
             return
         if c.keepalive is not None:
-            _set_keepalive(c.writer.get_extra_info("socket"), c.keepalive)
+            _set_keepalive(c.writer.get_extra_info("socket"), c.keepalive)  # type: ignore[union-attr]
         await self._ask(c, "/hostname")
 
     async def _ask(self, c: Connection, path: str) -> None:

@@ -42,7 +42,10 @@ def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> ht
                 self._send(200, state)
             elif len(parts) == 3 and parts[0] == "services":
                 svc = state["services"].get(f"{parts[1]}/{parts[2]}")
-                self._send(200, svc) if svc else self._send(404, {"error": "no load balancer for that Service"})
+                if svc:
+                    self._send(200, svc)
+                else:
+                    self._send(404, {"error": "no load balancer for that Service"})
             else:
                 self._send(404, {"error": "unknown path"})
 

@@ -71,7 +71,8 @@ class Controller:
     def __init__(self, api: RawApi, default_mode: str, defects: set[str]) -> None:
         unknown = set(defects) - set(DEFECTS)
         if unknown:
-            raise ValueError(f"unknown LB defect(s) {', '.join(sorted(unknown))}: known are {', '.join(DEFECTS)}")
+            raise ValueError(
+                f"unknown LB defect(s) {', '.join(sorted(unknown))}: known are {', '.join(DEFECTS)}")
         self.api = api
         self.default_mode = default_mode
         self.defects: frozenset[str] = frozenset(defects)

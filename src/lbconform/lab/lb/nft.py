@@ -68,15 +68,15 @@ def render(plans: list[ServicePlan], timeouts: set[tuple[int, str]]) -> str:
             if p.mode == "node":
                 if r.marks:
                     marks = _map(hex(m) for m in r.marks)
-                    mangle.append(f"{l4} ct state new ct mark set {_hash(p, r.protocol, len(r.marks))} map {marks}")
+                    pick = _hash(p, r.protocol, len(r.marks))
+                    mangle.append(f"{l4} ct state new ct mark set {pick} map {marks}")
                 else:
                     mangle.append(f"{l4} drop")
+            elif r.targets:
+                targets = _map(f"{ip} . {port}" for ip, port in r.targets)
+                dnat.append(f"{l4} dnat ip to {_hash(p, r.protocol, len(r.targets))} map {targets}")
             else:
-                if r.targets:
-                    targets = _map(f"{ip} . {port}" for ip, port in r.targets)
-                    dnat.append(f"{l4} dnat ip to {_hash(p, r.protocol, len(r.targets))} map {targets}")
-                else:
-                    mangle.append(f"{l4} drop")
+                mangle.append(f"{l4} drop")
         if p.snat:
             snat.append(f"ct original ip daddr {p.vip} masquerade")
     mangle.append("ct direction original ct mark != 0 meta mark set ct mark")

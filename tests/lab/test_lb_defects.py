@@ -1,0 +1,230 @@
+"""Every defect of the reference LB changes the behaviour it names.
+
+The tests in test_lb.py show the correct behaviour; each test here switches one defect on
+through the LB's state API and shows the behaviour change, so that the conformance suites
+can later be checked against these defects. ``DEFECT_TESTS`` is the table of defect ->
+test; ``test_every_defect_has_a_test`` keeps it complete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from lbconform.kube import objects, tweaks
+from lbconform.kube.manifests import Applier
+from lbconform.lab import topology as topo
+from lbconform.lab.lb.client import LabLB
+from lbconform.lab.lb.params import DEFECTS
+from lbconform.traffic.fleet import Fleet
+from lbconform.wait import poll_until
+from tests.lab.helpers import (
+    client_get,
+    deploy_backend,
+    lab_lb,
+    pods_by_node,
+    wait_for_healthy,
+    wait_for_vip,
+)
+
+pytestmark = pytest.mark.lab
+
+DEFECT_TESTS = {
+    "ignore-health": "test_ignore_health_sends_to_nodes_without_endpoints",
+    "slow-unhealthy": "test_slow_unhealthy_keeps_a_failed_node",
+    "no-pinning": "test_no_pinning_moves_flows_on_a_change",
+    "reset-on-change": "test_reset_on_change_resets_every_flow",
+    "stale-pool": "test_stale_pool_keeps_deleted_pods",
+    "node-ips-in-pod-pool": "test_node_ips_in_pod_pool",
+    "snat-local": "test_snat_local_hides_the_client",
+    "short-idle": "test_short_idle_forgets_flows_early",
+    "no-drain": "test_no_drain_resets_pinned_flows",
+    "ignore-source-ranges": "test_ignore_source_ranges_lets_everyone_in",
+    "no-affinity": "test_no_affinity_spreads_one_client",
+}
+
+
+def test_every_defect_has_a_test() -> None:
+    assert set(DEFECT_TESTS) == set(DEFECTS)
+    for name in DEFECT_TESTS.values():
+        assert name in globals(), name
+
+
+@pytest.fixture
+def defect(request: pytest.FixtureRequest, lab: object) -> Iterator[str]:
+    name = request.param
+    lb = LabLB()
+    before = lb.defects()
+    lb.set_defects([name])
+    try:
+        yield name
+    finally:
+        lb.set_defects(before)
+
+
+def with_defect(name: str) -> pytest.MarkDecorator:
+    return pytest.mark.parametrize("defect", [name], indirect=True)
+
+
+def new_connection_results(vip: str, count: int = 20, path: str = "/hostname") -> list[str]:
+    """``count`` new connections, one request each: the answer, or how it failed."""
+    with Fleet(vip, 80, topo.CLIENT_NS, timeout=2) as fleet:
+        fleet.open(count)
+        return [c.backend if c.outcome == "alive" and c.backend else c.outcome for c in fleet.connections]
+
+
+def _changed_while_pinned(ns: Applier, idle_timeout: int = 120) -> dict[str, int]:
+    """20 pinned connections (no idle expiry), then the healthy set grows; one request each."""
+    api, namespace = ns.api, ns.namespace
+    assert namespace
+    deploy_backend(ns, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
+                   lab_lb(idle_timeout_seconds=idle_timeout, health_check_interval_seconds=1))
+    vip = wait_for_vip(api, namespace)
+    wait_for_healthy(namespace, 2)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20)
+        api.patch(f"/apis/apps/v1/namespaces/{namespace}/deployments/backend", {"spec": {"replicas": 3}})
+        wait_for_healthy(namespace, 3)
+        return fleet.request()
+
+
+@with_defect("ignore-health")
+def test_ignore_health_sends_to_nodes_without_endpoints(defect: str, test_namespace: Applier) -> None:
+    deploy_backend(test_namespace, tweaks.replicas(1), tweaks.traffic_policy_local,
+                   lab_lb(health_check_interval_seconds=1))
+    assert test_namespace.namespace
+    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
+    wait_for_healthy(test_namespace.namespace, 3)
+    results = new_connection_results(vip)
+    assert any(r in ("timeout", "reset", "refused") for r in results), results
+
+
+@with_defect("slow-unhealthy")
+def test_slow_unhealthy_keeps_a_failed_node(defect: str, test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
+                   lab_lb(health_check_interval_seconds=1))
+    wait_for_healthy(ns, 3)
+    api.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/backend", {"spec": {"replicas": 2}})
+    poll_until(lambda: len(pods_by_node(api, ns)) == 2, timeout=30, description="the scale-down")
+    time.sleep(6)  # three times interval x threshold: a correct LB has removed the node by now
+    state = LabLB().service(ns, "backend")
+    assert state is not None and len(state["healthy"]) == 3
+    assert sum(1 for b in state["pool"] if b["healthCheck"]["passing"] is False) == 1
+
+
+@with_defect("no-pinning")
+def test_no_pinning_moves_flows_on_a_change(defect: str, test_namespace: Applier) -> None:
+    outcomes = _changed_while_pinned(test_namespace)
+    assert outcomes.get("reset", 0) >= 1, outcomes
+
+
+@with_defect("reset-on-change")
+def test_reset_on_change_resets_every_flow(defect: str, test_namespace: Applier) -> None:
+    outcomes = _changed_while_pinned(test_namespace)
+    assert outcomes == {"reset": 20}, outcomes
+
+
+def _pod_mode_scaled_down(ns: Applier) -> tuple[str, set[str], list[str]]:
+    api, namespace = ns.api, ns.namespace
+    assert namespace
+    deploy_backend(ns, tweaks.one_per_node, lab_lb(mode="pod"))
+    vip = wait_for_vip(api, namespace)
+    wait_for_healthy(namespace, 3)
+    api.patch(f"/apis/apps/v1/namespaces/{namespace}/deployments/backend", {"spec": {"replicas": 2}})
+    poll_until(lambda: len(objects.pods(api, namespace, "app=backend")) == 2, timeout=30,
+               description="the deleted pod to be gone")
+    ready = {p["status"]["podIP"] for p in objects.pods(api, namespace, "app=backend")}
+    time.sleep(1)
+    state = LabLB().service(namespace, "backend")
+    assert state is not None
+    return vip, ready, [b["address"] for b in state["pool"]]
+
+
+@with_defect("stale-pool")
+def test_stale_pool_keeps_deleted_pods(defect: str, test_namespace: Applier) -> None:
+    vip, ready, pool = _pod_mode_scaled_down(test_namespace)
+    assert len(pool) == 3 and ready < set(pool)
+    assert any(r in ("timeout", "reset", "refused") for r in new_connection_results(vip))
+
+
+@with_defect("node-ips-in-pod-pool")
+def test_node_ips_in_pod_pool(defect: str, test_namespace: Applier) -> None:
+    deploy_backend(test_namespace, tweaks.one_per_node, lab_lb(mode="pod"))
+    assert test_namespace.namespace
+    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
+    wait_for_healthy(test_namespace.namespace, 3)
+    state = LabLB().service(test_namespace.namespace, "backend")
+    assert state is not None
+    assert {b["address"] for b in state["pool"]} == {n.ip for n in topo.nodes(3)}
+    assert all(r == "refused" for r in new_connection_results(vip, 5))
+
+
+@with_defect("snat-local")
+def test_snat_local_hides_the_client(defect: str, test_namespace: Applier) -> None:
+    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
+                   lab_lb(health_check_interval_seconds=1))
+    assert test_namespace.namespace
+    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
+    wait_for_healthy(test_namespace.namespace, 3)
+    status, body = client_get(vip, 80, "/clientip")
+    assert status == 200 and body.rsplit(":", 1)[0] == topo.LB_FABRIC_IP
+
+
+@with_defect("short-idle")
+def test_short_idle_forgets_flows_early(defect: str, test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
+                   lab_lb(idle_timeout_seconds=120, health_check_interval_seconds=1))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 2)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20)
+        api.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/backend", {"spec": {"replicas": 3}})
+        wait_for_healthy(ns, 3)
+        time.sleep(7)  # past the defect's 5 s, far below the Service's 120 s
+        outcomes = fleet.request()
+    assert outcomes.get("reset", 0) >= 1, outcomes
+
+
+@with_defect("no-drain")
+def test_no_drain_resets_pinned_flows(defect: str, test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
+                   tweaks.pre_stop_sleep(20), tweaks.grace_period(40),
+                   lab_lb(health_check_interval_seconds=1, backend_removal="drain"))
+    vip = wait_for_vip(api, ns)
+    wait_for_healthy(ns, 3)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20)
+        # The pod stays in preStop for 20 s: still serving, its node failing health checks.
+        victim = pods_by_node(api, ns)["node-2"]
+        api.delete(f"/api/v1/namespaces/{ns}/pods/{victim['metadata']['name']}")
+        wait_for_healthy(ns, 2)
+        pinned = [c for c in fleet.connections if c.backend == victim["metadata"]["name"]]
+        assert pinned, "no connection reached the victim"
+        fleet.request()
+    assert all(c.outcome == "reset" for c in pinned), [c.outcome for c in pinned]
+
+
+@with_defect("ignore-source-ranges")
+def test_ignore_source_ranges_lets_everyone_in(defect: str, test_namespace: Applier) -> None:
+    deploy_backend(test_namespace, tweaks.source_ranges("198.51.100.0/24"), lab_lb(mode="pod"))
+    assert test_namespace.namespace
+    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
+    wait_for_healthy(test_namespace.namespace, 3)
+    assert client_get(vip, 80, "/hostname")[0] == 200
+
+
+@with_defect("no-affinity")
+def test_no_affinity_spreads_one_client(defect: str, test_namespace: Applier) -> None:
+    deploy_backend(test_namespace, tweaks.session_affinity_client_ip, lab_lb(mode="pod"))
+    assert test_namespace.namespace
+    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
+    wait_for_healthy(test_namespace.namespace, 3)
+    assert len(set(new_connection_results(vip))) > 1
