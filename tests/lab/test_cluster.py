@@ -130,3 +130,20 @@ def _netexec_port(port: int) -> tweaks.Tweak:
             c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
 
     return tweak
+
+
+def test_startup_tcp_and_exec_readiness_probes(test_namespace: Applier) -> None:
+    def probes(obj: dict) -> None:  # type: ignore[type-arg]
+        c = obj["spec"]["template"]["spec"]["containers"][0]
+        c["startupProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 1, "failureThreshold": 30}
+        c["readinessProbe"] = {"exec": {"command": ["sh", "-c", "test -n \"$MY_POD_IP\""]},
+                               "periodSeconds": 1}
+
+    test_namespace.create(load_one("backend-deployment", tweaks.replicas(1),
+                                   tweaks.env("MY_POD_IP", field_path="status.podIP"), probes))
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    objects.wait_for_deployment(api, ns, "backend")
+    (pod,) = objects.pods(api, ns, "app=backend")
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["started"] is True and status["ready"] is True

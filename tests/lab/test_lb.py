@@ -328,3 +328,24 @@ def test_pod_pool_follows_ready_endpoints_with_batching(test_namespace: Applier)
     clock = Stopwatch()
     wait_for_healthy(ns, 2, timeout=15)
     assert clock() >= delay - 0.5, f"pool changed after {clock():.2f}s, before the {delay}s batch delay"
+
+
+@pytest.mark.parametrize(("protocol", "path", "healthy"), [("http", "/readyz", 3), ("http", "/missing", 0),
+                                                           ("tcp", "/", 3)])
+def test_pod_mode_health_checks(test_namespace: Applier, protocol: str, path: str, healthy: int) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    deploy_backend(test_namespace, tweaks.one_per_node, lab_lb(
+        mode="pod", health_check_protocol=protocol, health_check_path=path,
+        health_check_interval_seconds=0.5))
+    wait_for_vip(api, ns)
+
+    def checked_enough() -> dict | None:  # type: ignore[type-arg]
+        # Four checks each: past the threshold of two whichever way they go.
+        lb = LabLB().service(ns, "backend")
+        done = lb is not None and len(lb["pool"]) == 3 and all(
+            b["healthCheck"]["checks"] >= 4 for b in lb["pool"])
+        return lb if done else None
+
+    lb = poll_until(checked_enough, timeout=15, description="four health checks of every pod")
+    assert len(lb["healthy"]) == healthy, lb["pool"]

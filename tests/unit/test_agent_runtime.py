@@ -84,6 +84,7 @@ def server() -> Iterator[tuple[int, list[int]]]:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            codes.append(0)  # one entry per request after the first: the request count
             self.send_response(codes[0])
             self.end_headers()
 
@@ -128,3 +129,23 @@ def test_images_resolve_to_local_programs(tmp_path: Path, monkeypatch: pytest.Mo
     assert images.resolve("registry.k8s.io/pause:3.10", [], []).argv == [agnhost, "pause"]
     with pytest.raises(images.UnknownImage, match=r"nginx.*registry\.k8s\.io/e2e-test-images/agnhost"):
         images.resolve("nginx:latest", [], [])
+
+
+def test_exec_pre_stop_runs_before_sigterm(tmp_path: Path) -> None:
+    marker = tmp_path / "hook-ran"
+    c, log = _container(tmp_path, linger=0, pre_stop={
+        "exec": {"command": ["sh", "-c", f"sleep 1; touch {marker}"]}})
+    t0 = time.monotonic()
+    c.kill(10, _target(c))
+    assert marker.exists()
+    term_at = float(log.read_text().split("TERM ")[1].split()[0])
+    assert term_at >= 1.0 and time.monotonic() - t0 < 3
+
+
+def test_http_pre_stop_is_sent_to_the_pod(tmp_path: Path, server: tuple[int, list[int]]) -> None:
+    port, codes = server
+    codes[0] = 200
+    c, _ = _container(tmp_path, linger=0, pre_stop={"httpGet": {"path": "/stop", "port": port}})
+    c.kill(10, _target(c))
+    assert c.exit_code == 0
+    assert len(codes) == 2, "the preStop GET did not arrive"

@@ -33,9 +33,11 @@ from lbconform.lab.lb.params import (
 
 log = logging.getLogger(__name__)
 
-#: A reconcile pass runs at most this often, and at least this often without events.
+#: A reconcile pass runs at most every MIN_PASS_SECONDS, and at least every MAX_PASS_SECONDS
+#: without events: time-based decisions (pool batching, the slow-unhealthy defect) are taken
+#: on those passes, so they are late by at most MAX_PASS_SECONDS.
 MIN_PASS_SECONDS = 0.05
-MAX_PASS_SECONDS = 1.0
+MAX_PASS_SECONDS = 0.5
 
 
 @dataclass
@@ -204,7 +206,7 @@ class Controller:
         self._sync_checkers(st)
         healthy = self._healthy(st)
         self._apply_health_change(st, healthy)
-        backends = [st.pool[k] if k in st.pool else st.ever_seen[k] for k in healthy]
+        backends = [st.pool[k] for k in healthy]
         return plan.plan(svc, st.index, st.vip, params, backends, self.defects)
 
     def _update_pool(self, st: ServiceState, desired: dict[str, plan.Backend]) -> None:
@@ -221,8 +223,7 @@ class Controller:
                 st.pending_since = now
             st.pending_pool = desired
             if now - st.pending_since < delay:
-                threading.Timer(delay - (now - st.pending_since), self.dirty.set).start()
-                return
+                return  # a later pass applies it; passes run at least every MAX_PASS_SECONDS
         st.pool = desired
         st.pending_pool = None
         st.counters["poolChanges"] += 1
@@ -249,7 +250,6 @@ class Controller:
             elif ("slow-unhealthy" in self.defects and h is not None and h.transitions
                   and k in st.healthy and now - h.since < SLOW_UNHEALTHY_SECONDS):
                 out.append(k)
-                threading.Timer(SLOW_UNHEALTHY_SECONDS - (now - h.since) + 0.1, self.dirty.set).start()
         return out
 
     def _apply_health_change(self, st: ServiceState, healthy: list[str]) -> None:

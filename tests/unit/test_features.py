@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import pytest
+
+from lbconform.features import PROFILES, Feature, parse_features, profile_of
+
+# The report format names these: changing one is a breaking change of the format.
+PUBLISHED = {
+    "core": ["LoadBalancerLifecycle", "ExternalTrafficPolicyCluster", "ExternalTrafficPolicyLocal",
+             "HealthCheckTransitions"],
+    "extended": ["BackendPool", "PodBackendPool", "SessionAffinity", "SourceRanges", "IdleTimeout",
+                 "KeepaliveSurvival", "GracefulTermination", "UDP"],
+    "chaos": ["NodeFailure", "NodeDrain", "RollingUpdate"],
+}
+
+
+def test_published_names_and_profiles_do_not_change() -> None:
+    assert {p: [f.value for f in feats] for p, feats in PROFILES.items()} == PUBLISHED
+
+
+def test_every_feature_is_in_exactly_one_profile() -> None:
+    for f in Feature:
+        assert sum(f in feats for feats in PROFILES.values()) == 1
+        assert profile_of(f) in PROFILES
+
+
+def test_unknown_feature_lists_the_known_ones() -> None:
+    assert parse_features(["UDP"]) == {Feature.UDP}
+    with pytest.raises(ValueError, match="unknown feature 'Udp'.*SessionAffinity"):
+        parse_features(["Udp"])
