@@ -88,3 +88,34 @@ def wait_for_healthy(namespace: str, want: set[str] | int, name: str = "backend"
 
     return poll_until(healthy, timeout=timeout, interval=0.1,
                       description=f"the LB's healthy set of {namespace}/{name} to be {want}")
+
+
+def deploy_with_vip(ns: Applier, *tweaks: Tweak, healthy: set[str] | int = 3) -> str:
+    """Backend and Service rolled out, VIP assigned, the LB's healthy set as wanted; the VIP."""
+    deploy_backend(ns, *tweaks)
+    assert ns.namespace
+    vip = wait_for_vip(ns.api, ns.namespace)
+    wait_for_healthy(ns.namespace, healthy)
+    return vip
+
+
+def remove_pinned_backend(ns: Applier, removal: str) -> tuple[list[Any], list[Any]]:
+    """20 connections over three nodes (eTP Local); node-2's pod then terminates with a 20 s
+    preStop (still serving, its node failing health checks) and leaves the healthy set; every
+    connection sends one more request. Returns (connections pinned to that pod, the others)."""
+    from lbconform.kube import tweaks
+    from lbconform.traffic.fleet import Fleet
+
+    vip = deploy_with_vip(ns, tweaks.one_per_node, tweaks.traffic_policy_local, tweaks.pre_stop_sleep(20),
+                          tweaks.grace_period(40),
+                          lab_lb(health_check_interval_seconds=1, backend_removal=removal))
+    assert ns.namespace
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20)
+        victim = pods_by_node(ns.api, ns.namespace)["node-2"]["metadata"]["name"]
+        ns.api.delete(f"/api/v1/namespaces/{ns.namespace}/pods/{victim}")
+        wait_for_healthy(ns.namespace, 2)
+        fleet.request()
+        pinned = [c for c in fleet.connections if c.backends[0] == victim]
+        assert pinned, "no connection reached node-2's pod"
+        return pinned, [c for c in fleet.connections if c not in pinned]

@@ -21,6 +21,7 @@ from tests.lab.helpers import (
     deploy_backend,
     lab_lb,
     pods_by_node,
+    remove_pinned_backend,
     wait_for_healthy,
     wait_for_vip,
 )
@@ -279,39 +280,14 @@ def test_tcp_reset_option_resets_idled_flows(test_namespace: Applier) -> None:
 
 
 def test_backend_removal_reset_forgets_pinned_flows(test_namespace: Applier) -> None:
-    api, ns = test_namespace.api, test_namespace.namespace
-    assert ns
-    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
-                   tweaks.pre_stop_sleep(20), tweaks.grace_period(40),
-                   lab_lb(health_check_interval_seconds=1, backend_removal="reset"))
-    vip = wait_for_vip(api, ns)
-    wait_for_healthy(ns, 3)
-    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
-        fleet.open(20)
-        victim = pods_by_node(api, ns)["node-2"]
-        pinned = [c for c in fleet.connections if c.backend == victim["metadata"]["name"]]
-        others = [c for c in fleet.connections if c not in pinned]
-        api.delete(f"/api/v1/namespaces/{ns}/pods/{victim['metadata']['name']}")
-        wait_for_healthy(ns, 2)
-        fleet.request()
-    assert pinned and all(c.outcome == "reset" for c in pinned), [c.outcome for c in pinned]
+    pinned, others = remove_pinned_backend(test_namespace, "reset")
+    assert all(c.outcome == "reset" for c in pinned), [c.outcome for c in pinned]
     assert all(c.outcome == "alive" for c in others)
 
 
 def test_drain_keeps_pinned_flows_of_a_removed_backend(test_namespace: Applier) -> None:
-    api, ns = test_namespace.api, test_namespace.namespace
-    assert ns
-    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
-                   tweaks.pre_stop_sleep(20), tweaks.grace_period(40),
-                   lab_lb(health_check_interval_seconds=1, backend_removal="drain"))
-    vip = wait_for_vip(api, ns)
-    wait_for_healthy(ns, 3)
-    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
-        fleet.open(20)
-        victim = pods_by_node(api, ns)["node-2"]
-        api.delete(f"/api/v1/namespaces/{ns}/pods/{victim['metadata']['name']}")
-        wait_for_healthy(ns, 2)
-        assert fleet.request() == {"alive": 20}
+    pinned, others = remove_pinned_backend(test_namespace, "drain")
+    assert all(c.outcome == "alive" for c in pinned + others)
 
 
 def test_pod_pool_follows_ready_endpoints_with_batching(test_namespace: Applier) -> None:
@@ -330,8 +306,8 @@ def test_pod_pool_follows_ready_endpoints_with_batching(test_namespace: Applier)
     assert clock() >= delay - 0.5, f"pool changed after {clock():.2f}s, before the {delay}s batch delay"
 
 
-@pytest.mark.parametrize(("protocol", "path", "healthy"), [("http", "/readyz", 3), ("http", "/missing", 0),
-                                                           ("tcp", "/", 3)])
+@pytest.mark.parametrize(("protocol", "path", "healthy"), [
+    ("http", "/readyz", 3), ("http", "/echo?code=503", 0), ("tcp", "/", 3)])
 def test_pod_mode_health_checks(test_namespace: Applier, protocol: str, path: str, healthy: int) -> None:
     api, ns = test_namespace.api, test_namespace.namespace
     assert ns

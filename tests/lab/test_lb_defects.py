@@ -23,8 +23,10 @@ from lbconform.wait import poll_until
 from tests.lab.helpers import (
     client_get,
     deploy_backend,
+    deploy_with_vip,
     lab_lb,
     pods_by_node,
+    remove_pinned_backend,
     wait_for_healthy,
     wait_for_vip,
 )
@@ -75,8 +77,9 @@ def new_connection_results(vip: str, count: int = 20, path: str = "/hostname") -
         return [c.backend if c.outcome == "alive" and c.backend else c.outcome for c in fleet.connections]
 
 
-def _changed_while_pinned(ns: Applier, idle_timeout: int = 120) -> dict[str, int]:
-    """20 pinned connections (no idle expiry), then the healthy set grows; one request each."""
+def _changed_while_pinned(ns: Applier, idle_timeout: int = 120, idle: float = 0) -> dict[str, int]:
+    """20 connections, pinned for ``idle_timeout``; the healthy set grows; after ``idle`` seconds
+    more, one request each."""
     api, namespace = ns.api, ns.namespace
     assert namespace
     deploy_backend(ns, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
@@ -87,6 +90,7 @@ def _changed_while_pinned(ns: Applier, idle_timeout: int = 120) -> dict[str, int
         fleet.open(20)
         api.patch(f"/apis/apps/v1/namespaces/{namespace}/deployments/backend", {"spec": {"replicas": 3}})
         wait_for_healthy(namespace, 3)
+        time.sleep(idle)
         return fleet.request()
 
 
@@ -153,10 +157,8 @@ def test_stale_pool_keeps_deleted_pods(defect: str, test_namespace: Applier) -> 
 
 @with_defect("node-ips-in-pod-pool")
 def test_node_ips_in_pod_pool(defect: str, test_namespace: Applier) -> None:
-    deploy_backend(test_namespace, tweaks.one_per_node, lab_lb(mode="pod"))
+    vip = deploy_with_vip(test_namespace, tweaks.one_per_node, lab_lb(mode="pod"))
     assert test_namespace.namespace
-    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
-    wait_for_healthy(test_namespace.namespace, 3)
     state = LabLB().service(test_namespace.namespace, "backend")
     assert state is not None
     assert {b["address"] for b in state["pool"]} == {n.ip for n in topo.nodes(3)}
@@ -176,55 +178,26 @@ def test_snat_local_hides_the_client(defect: str, test_namespace: Applier) -> No
 
 @with_defect("short-idle")
 def test_short_idle_forgets_flows_early(defect: str, test_namespace: Applier) -> None:
-    api, ns = test_namespace.api, test_namespace.namespace
-    assert ns
-    deploy_backend(test_namespace, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
-                   lab_lb(idle_timeout_seconds=120, health_check_interval_seconds=1))
-    vip = wait_for_vip(api, ns)
-    wait_for_healthy(ns, 2)
-    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
-        fleet.open(20)
-        api.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/backend", {"spec": {"replicas": 3}})
-        wait_for_healthy(ns, 3)
-        time.sleep(7)  # past the defect's 5 s, far below the Service's 120 s
-        outcomes = fleet.request()
+    # Idle 7 s: past the defect's 5 s, far below the Service's 120 s.
+    outcomes = _changed_while_pinned(test_namespace, idle_timeout=120, idle=7)
     assert outcomes.get("reset", 0) >= 1, outcomes
 
 
 @with_defect("no-drain")
 def test_no_drain_resets_pinned_flows(defect: str, test_namespace: Applier) -> None:
-    api, ns = test_namespace.api, test_namespace.namespace
-    assert ns
-    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
-                   tweaks.pre_stop_sleep(20), tweaks.grace_period(40),
-                   lab_lb(health_check_interval_seconds=1, backend_removal="drain"))
-    vip = wait_for_vip(api, ns)
-    wait_for_healthy(ns, 3)
-    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
-        fleet.open(20)
-        # The pod stays in preStop for 20 s: still serving, its node failing health checks.
-        victim = pods_by_node(api, ns)["node-2"]
-        api.delete(f"/api/v1/namespaces/{ns}/pods/{victim['metadata']['name']}")
-        wait_for_healthy(ns, 2)
-        pinned = [c for c in fleet.connections if c.backend == victim["metadata"]["name"]]
-        assert pinned, "no connection reached the victim"
-        fleet.request()
+    pinned, _ = remove_pinned_backend(test_namespace, "drain")
     assert all(c.outcome == "reset" for c in pinned), [c.outcome for c in pinned]
 
 
 @with_defect("ignore-source-ranges")
 def test_ignore_source_ranges_lets_everyone_in(defect: str, test_namespace: Applier) -> None:
-    deploy_backend(test_namespace, tweaks.source_ranges("198.51.100.0/24"), lab_lb(mode="pod"))
+    vip = deploy_with_vip(test_namespace, tweaks.source_ranges("198.51.100.0/24"), lab_lb(mode="pod"))
     assert test_namespace.namespace
-    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
-    wait_for_healthy(test_namespace.namespace, 3)
     assert client_get(vip, 80, "/hostname")[0] == 200
 
 
 @with_defect("no-affinity")
 def test_no_affinity_spreads_one_client(defect: str, test_namespace: Applier) -> None:
-    deploy_backend(test_namespace, tweaks.session_affinity_client_ip, lab_lb(mode="pod"))
+    vip = deploy_with_vip(test_namespace, tweaks.session_affinity_client_ip, lab_lb(mode="pod"))
     assert test_namespace.namespace
-    vip = wait_for_vip(test_namespace.api, test_namespace.namespace)
-    wait_for_healthy(test_namespace.namespace, 3)
     assert len(set(new_connection_results(vip))) > 1

@@ -26,5 +26,5 @@ def test_every_feature_is_in_exactly_one_profile() -> None:
 
 def test_unknown_feature_lists_the_known_ones() -> None:
     assert parse_features(["UDP"]) == {Feature.UDP}
-    with pytest.raises(ValueError, match="unknown feature 'Udp'.*SessionAffinity"):
+    with pytest.raises(ValueError, match=r"unknown feature 'Udp'.*SessionAffinity"):
         parse_features(["Udp"])

@@ -1,9 +1,10 @@
 """The lab check ``lbconform run`` performs until the conformance suites exist.
 
-It deploys upstream's agnhost behind a type=LoadBalancer Service with
-externalTrafficPolicy=Local, then proves from the client namespace that every node's
-NodePort reaches every backend and that kube-proxy's health check answers per node, and
-removes what it made.
+It deploys upstream's agnhost on all nodes but one, behind two type=LoadBalancer Services:
+one with externalTrafficPolicy=Cluster, whose NodePort on every node and whose VIP must reach
+every backend, and one with Local, whose health check port must answer 200 exactly on the
+nodes with a backend and whose VIP must show the client's own address. Then it removes what
+it made.
 """
 
 from __future__ import annotations
@@ -26,26 +27,33 @@ Say = Callable[[str], None]
 ALL_BACKENDS_SECONDS = 30.0
 
 
-def check_node_ports(api: RawApi, namespace: str, nodes: list[topo.Node], say: Say) -> None:
-    svc = api.get(f"/api/v1/namespaces/{namespace}/services/backend")
+def _all_backends_answer(host: str, port: int, backends: set[str]) -> None:
+    seen: set[str] = set()
+
+    def answered() -> bool:
+        status, body = http_status(topo.CLIENT_NS, host, port, "/hostname")
+        if status == 200:
+            seen.add(body.strip())
+        return seen >= backends
+
+    poll_until(answered, timeout=ALL_BACKENDS_SECONDS, interval=0.02, retry_on=(OSError,),
+               description=f"all {len(backends)} backends to answer through {host}:{port}")
+
+
+def check_cluster_policy(api: RawApi, namespace: str, nodes: list[topo.Node], say: Say) -> None:
+    svc = api.get(f"/api/v1/namespaces/{namespace}/services/cluster")
     port = int(svc["spec"]["ports"][0]["nodePort"])
     backends = {p["metadata"]["name"] for p in objects.pods(api, namespace, "app=backend")}
     for node in nodes:
-        seen: set[str] = set()
-
-        def answered(node: topo.Node = node, seen: set[str] = seen) -> bool:
-            status, body = http_status(topo.CLIENT_NS, node.ip, port, "/hostname")
-            if status == 200:
-                seen.add(body.strip())
-            return seen >= backends
-
-        poll_until(answered, timeout=ALL_BACKENDS_SECONDS, interval=0.02,
-                   description=f"all {len(backends)} backends to answer through {node.name}:{port}")
+        _all_backends_answer(node.ip, port, backends)
         say(f"{node.name}:{port} reaches all {len(backends)} backends")
+    vip = wait_for_ingress(api, namespace, "cluster")
+    _all_backends_answer(vip, 80, backends)
+    say(f"VIP {vip} (externalTrafficPolicy=Cluster) reaches all {len(backends)} backends")
 
 
-def check_health_checks(api: RawApi, namespace: str, nodes: list[topo.Node], say: Say) -> None:
-    svc = api.get(f"/api/v1/namespaces/{namespace}/services/backend")
+def check_local_policy(api: RawApi, namespace: str, nodes: list[topo.Node], say: Say) -> None:
+    svc = api.get(f"/api/v1/namespaces/{namespace}/services/local")
     hc = int(svc["spec"]["healthCheckNodePort"])
     with_backend = {p["spec"]["nodeName"] for p in objects.pods(api, namespace, "app=backend")}
     for node in nodes:
@@ -53,11 +61,30 @@ def check_health_checks(api: RawApi, namespace: str, nodes: list[topo.Node], say
 
         def as_expected(node: topo.Node = node, want: int = want) -> bool:
             status, body = http_status(topo.CLIENT_NS, node.ip, hc, "/healthz")
-            return status == want and json.loads(body)["service"]["name"] == "backend"
+            return status == want and json.loads(body)["service"]["name"] == "local"
 
         await_convergence(as_expected, successes=3, timeout=15,
                           description=f"{node.name}'s health check on {hc} to answer {want}")
         say(f"{node.name} health check :{hc} answers {want}")
+    vip = wait_for_ingress(api, namespace, "local")
+
+    def client_ip_kept() -> bool:
+        status, body = http_status(topo.CLIENT_NS, vip, 80, "/clientip")
+        return status == 200 and body.rsplit(":", 1)[0] == topo.CLIENT_IP
+
+    await_convergence(client_ip_kept, successes=3, timeout=ALL_BACKENDS_SECONDS,
+                      description=f"VIP {vip} to answer with the client's own address")
+    say(f"VIP {vip} (externalTrafficPolicy=Local) keeps the client address {topo.CLIENT_IP}")
+
+
+def wait_for_ingress(api: RawApi, namespace: str, name: str) -> str:
+    def vip() -> str | None:
+        svc = api.get(f"/api/v1/namespaces/{namespace}/services/{name}")
+        ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []
+        return str(ingress[0]["ip"]) if ingress else None
+
+    return poll_until(vip, timeout=ALL_BACKENDS_SECONDS, interval=0.1,
+                      description=f"an ingress address for Service {name}")
 
 
 def run_smoke(lab: Lab, keep_lab: bool, say: Say) -> int:
@@ -77,14 +104,16 @@ def run_smoke(lab: Lab, keep_lab: bool, say: Say) -> int:
             ns = Applier(api, name, {"lbconform.io/run": name})
             ns.create(load_one("backend-deployment", tweaks.replicas(max(1, len(nodes) - 1)),
                                tweaks.one_per_node))
-            ns.create(load_one("backend-service", tweaks.traffic_policy_local))
+            ns.create(load_one("backend-service", tweaks.named("cluster")))
+            ns.create(load_one("backend-service", tweaks.named("local"), tweaks.traffic_policy_local))
             objects.wait_for_deployment(api, name, "backend")
-            check_node_ports(api, name, nodes, say)
-            check_health_checks(api, name, nodes, say)
+            check_cluster_policy(api, name, nodes, say)
+            check_local_policy(api, name, nodes, say)
         finally:
             ns.cleanup()
             owner.cleanup()
-        print(f"lab check passed: {len(nodes)} nodes, NodePorts and health checks as kube-proxy serves them")
+        print(f"lab check passed: {len(nodes)} nodes; NodePorts, health checks and VIPs "
+              "of both traffic policies behave")
         return 0
     finally:
         if booted and not keep_lab:

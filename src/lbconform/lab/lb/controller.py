@@ -245,10 +245,11 @@ class Controller:
         out = []
         for k, b in sorted(st.pool.items(), key=lambda kv: (kv[1].mark, kv[0])):
             h = st.health(k)
-            if b.health is None or ignore or (h is not None and h.healthy):
-                out.append(k)
-            elif ("slow-unhealthy" in self.defects and h is not None and h.transitions
-                  and k in st.healthy and now - h.since < SLOW_UNHEALTHY_SECONDS):
+            passing = b.health is None or ignore or (h is not None and h.healthy)
+            # slow-unhealthy: a backend that was healthy stays so for a minute after it failed
+            lingering = ("slow-unhealthy" in self.defects and h is not None and h.transitions > 0
+                         and k in st.healthy and now - h.since < SLOW_UNHEALTHY_SECONDS)
+            if passing or lingering:
                 out.append(k)
         return out
 
