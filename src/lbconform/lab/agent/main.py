@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lbconform.kube.informer import Informer
 from lbconform.kube.rawapi import ApiError, Json, RawApi, api_client
 from lbconform.lab import build, controlplane
 from lbconform.lab import topology as topo
@@ -122,31 +123,10 @@ class Agent:
                             {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
 
     def _watch_pods(self) -> None:
-        selector = f"spec.nodeName={self.node.name}"
-        while True:
-            try:
-                listing = self.api.get("/api/v1/pods", fieldSelector=selector)
-                seen = set()
-                for pod in listing.get("items", []):
-                    seen.add(pod["metadata"]["uid"])
-                    self._dispatch("ADDED", pod)
-                with self.lock:
-                    vanished = [w for uid, w in self.workers.items() if uid not in seen]
-                for w in vanished:
-                    w.deleted()
-                rv = listing["metadata"]["resourceVersion"]
-                for event in self.api.watch("/api/v1/pods", rv, fieldSelector=selector):
-                    if event["type"] == "BOOKMARK":
-                        continue
-                    self._dispatch(event["type"], event["object"])
-            except ApiError as exc:
-                if exc.status != 410:
-                    log.warning("pod watch: %s", exc)
-                    time.sleep(1)
-            except Exception as exc:
-                log.warning("pod watch broke: %s", exc)
-                time.sleep(1)
-
+        pods = Informer(self.api, "/api/v1/pods", self._dispatch,
+                        fieldSelector=f"spec.nodeName={self.node.name}")
+        pods.start()
+        pods.join()
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lbconform-lab-agent")

@@ -84,9 +84,12 @@ class Controller:
         self.timeouts: set[tuple[int, str]] = set()
         self.ruleset = ""
         self.routed_nodes: dict[int, str] = {}
-        self.svc_informer = Informer(api, "/api/v1/services", self.dirty.set)
-        self.slice_informer = Informer(api, "/apis/discovery.k8s.io/v1/endpointslices", self.dirty.set)
-        self.node_informer = Informer(api, "/api/v1/nodes", self.dirty.set)
+        self.svc_informer = Informer(api, "/api/v1/services", self._changed)
+        self.slice_informer = Informer(api, "/apis/discovery.k8s.io/v1/endpointslices", self._changed)
+        self.node_informer = Informer(api, "/api/v1/nodes", self._changed)
+
+    def _changed(self, kind: str, obj: Json) -> None:
+        self.dirty.set()
 
     # --- runtime control -------------------------------------------------------------------
     def set_defects(self, defects: set[str]) -> None:
