@@ -33,25 +33,38 @@ from tests.lab.helpers import (
 
 pytestmark = pytest.mark.lab
 
+#: defect -> (the test here that shows the defect, the test in test_lb.py or
+#: test_lab_provider.py that the defect would fail: the correct behaviour it breaks)
 DEFECT_TESTS = {
-    "ignore-health": "test_ignore_health_sends_to_nodes_without_endpoints",
-    "slow-unhealthy": "test_slow_unhealthy_keeps_a_failed_node",
-    "no-pinning": "test_no_pinning_moves_flows_on_a_change",
-    "reset-on-change": "test_reset_on_change_resets_every_flow",
-    "stale-pool": "test_stale_pool_keeps_deleted_pods",
-    "node-ips-in-pod-pool": "test_node_ips_in_pod_pool",
-    "snat-local": "test_snat_local_hides_the_client",
-    "short-idle": "test_short_idle_forgets_flows_early",
-    "no-drain": "test_no_drain_resets_pinned_flows",
-    "ignore-source-ranges": "test_ignore_source_ranges_lets_everyone_in",
-    "no-affinity": "test_no_affinity_spreads_one_client",
+    "ignore-health": ("test_ignore_health_sends_to_nodes_without_endpoints",
+                      "test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints"),
+    "slow-unhealthy": ("test_slow_unhealthy_keeps_a_failed_node",
+                       "test_node_leaves_the_healthy_set_after_interval_times_threshold"),
+    "no-pinning": ("test_no_pinning_moves_flows_on_a_change",
+                   "test_flows_idle_under_the_timeout_survive_a_change"),
+    "reset-on-change": ("test_reset_on_change_resets_every_flow",
+                        "test_flows_idle_under_the_timeout_survive_a_change"),
+    "stale-pool": ("test_stale_pool_keeps_deleted_pods",
+                   "test_pod_pool_follows_ready_endpoints_with_batching"),
+    "node-ips-in-pod-pool": ("test_node_ips_in_pod_pool", "test_pool_is_nodes_or_ready_pods"),
+    "snat-local": ("test_snat_local_hides_the_client",
+                   "test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints"),
+    "short-idle": ("test_short_idle_forgets_flows_early",
+                   "test_flows_idle_under_the_timeout_survive_a_change"),
+    "no-drain": ("test_no_drain_resets_pinned_flows", "test_drain_keeps_pinned_flows_of_a_removed_backend"),
+    "ignore-source-ranges": ("test_ignore_source_ranges_lets_everyone_in",
+                             "test_source_ranges_admit_and_deny"),
+    "no-affinity": ("test_no_affinity_spreads_one_client", "test_client_ip_affinity_keeps_one_backend"),
 }
 
 
 def test_every_defect_has_a_test() -> None:
+    from tests.lab import test_lab_provider, test_lb
+
     assert set(DEFECT_TESTS) == set(DEFECTS)
-    for name in DEFECT_TESTS.values():
-        assert name in globals(), name
+    for shows, breaks in DEFECT_TESTS.values():
+        assert shows in globals(), shows
+        assert hasattr(test_lb, breaks) or hasattr(test_lab_provider, breaks), breaks
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ Say = Callable[[str], None]
 
 #: Every backend must have answered through a node's NodePort within this.
 ALL_BACKENDS_SECONDS = 30.0
+#: kube-proxy serves a Service's health check port a sync period after the slice changed.
+HEALTH_CHECK_SECONDS = 15.0
 
 
 def _all_backends_answer(host: str, port: int, backends: set[str]) -> None:
@@ -63,7 +65,7 @@ def check_local_policy(api: RawApi, namespace: str, nodes: list[topo.Node], say:
             status, body = http_status(topo.CLIENT_NS, node.ip, hc, "/healthz")
             return status == want and json.loads(body)["service"]["name"] == "local"
 
-        await_convergence(as_expected, successes=3, timeout=15,
+        await_convergence(as_expected, successes=3, timeout=HEALTH_CHECK_SECONDS,
                           description=f"{node.name}'s health check on {hc} to answer {want}")
         say(f"{node.name} health check :{hc} answers {want}")
     vip = wait_for_ingress(api, namespace, "local")

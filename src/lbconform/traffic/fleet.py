@@ -119,7 +119,7 @@ class Fleet:
             return
         self._call(self._close_all())
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=self.timeout)
         self._loop.close()
 
     # --- on the loop -------------------------------------------------------------------

@@ -11,10 +11,13 @@ from lbconform.lab import topology as topo
 from lbconform.lab.lb.api import PORT
 from lbconform.lab.nsexec import run_in_netns
 
+#: The state API answers from memory; anything slower means the LB is stuck.
+API_TIMEOUT_SECONDS = 5.0
+
 
 def _request(method: str, path: str, body: Any = None) -> tuple[int, Any]:
     def call() -> tuple[int, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=API_TIMEOUT_SECONDS)
         try:
             payload = json.dumps(body).encode() if body is not None else None
             conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})

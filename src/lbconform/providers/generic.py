@@ -1,0 +1,23 @@
+"""The provider for any load balancer: client-side checks only.
+
+It claims every feature that can be observed from the client and from the cluster's own
+objects; reading the pool needs an implementation's API, so ``BackendPool`` and
+``PodBackendPool`` are not supported, and its declared parameters are the common cloud ones
+unless the user states others.
+"""
+
+from __future__ import annotations
+
+from lbconform.features import Feature
+from lbconform.providers.base import Declared, Provider
+
+
+class GenericProvider(Provider):
+    name = "generic"
+
+    def features(self) -> set[Feature]:
+        return set(Feature) - {Feature.BACKEND_POOL, Feature.POD_BACKEND_POOL}
+
+    def declared(self) -> Declared:
+        return Declared(health_check_interval=5.0, healthy_threshold=2, unhealthy_threshold=2,
+                        idle_timeout=None, notes={"source": "generic defaults; not the implementation's"})
