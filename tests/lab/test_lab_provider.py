@@ -18,7 +18,8 @@ pytestmark = pytest.mark.lab
 def test_pool_is_nodes_or_ready_pods(test_namespace: Applier, mode: str) -> None:
     ns = test_namespace.namespace
     assert ns
-    deploy_with_vip(test_namespace, tweaks.replicas(2), tweaks.one_per_node, lab_lb(mode=mode))
+    deploy_with_vip(test_namespace, tweaks.replicas(2), tweaks.one_per_node, lab_lb(mode=mode),
+                    healthy=3 if mode == "node" else 2)
     pool = LabProvider().backend_pool(ServiceRef(ns, "backend"))
     if mode == "node":
         want = {n.ip for n in topo.nodes(3)}

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import yaml
 
@@ -135,8 +134,3 @@ def _gone(api: RawApi, path: str) -> bool:
         raise
     return False
 
-
-def get(api: RawApi, obj: Json, namespace: str | None = None) -> Any:
-    kind = kind_of(obj)
-    ns = obj.get("metadata", {}).get("namespace") or namespace
-    return api.get(f"{kind.collection(ns)}/{obj['metadata']['name']}")

@@ -72,16 +72,6 @@ def one_per_node(obj: Json) -> None:
         {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}]}}
 
 
-def on_node(name: str) -> Tweak:
-    def tweak(obj: Json) -> None:
-        spec = _pod_spec(obj)
-        if spec is not None:
-            spec["nodeSelector"] = {"kubernetes.io/hostname": name}
-
-    tweak.__name__ = f"on_node_{name}"
-    return tweak
-
-
 def grace_period(seconds: int) -> Tweak:
     """terminationGracePeriodSeconds of the pods."""
     def tweak(obj: Json) -> None:

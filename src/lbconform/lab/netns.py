@@ -71,11 +71,6 @@ def link_state(netns: str, dev: str, up: bool) -> None:
     ip(netns, "link", "set", dev, "up" if up else "down")
 
 
-def nft_tables(netns: str) -> list[str]:
-    out = run(["ip", "netns", "exec", netns, "nft", "list", "tables"], check=False)
-    return [line.strip() for line in out.splitlines() if line.startswith("table")]
-
-
 def pids_in(netns: str) -> list[str]:
     return [p for p in run(["ip", "netns", "pids", netns], check=False).split() if p.isdigit()]
 

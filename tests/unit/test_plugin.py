@@ -1,0 +1,67 @@
+"""The plugin's feature gating, on synthetic suites run by pytester."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = """
+import pytest
+from lbconform.features import Feature
+
+@pytest.mark.features(Feature.LOAD_BALANCER_LIFECYCLE)
+def test_core(record_property):
+    pass
+
+@pytest.mark.features(Feature.BACKEND_POOL)
+def test_pool():
+    pass
+
+@pytest.mark.features(Feature.NODE_FAILURE)
+def test_chaos():
+    pass
+"""
+
+
+def test_profiles_select_and_unsupported_is_not_skipped_silently(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"suites/test_suite": SUITE})
+    result = pytester.runpytest_subprocess(
+        "--provider", "generic", "--profile", "core", "--profile", "extended", "-rs")
+    result.assert_outcomes(passed=1, skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(["*not supported: BackendPool*"])
+
+
+def test_exempt_and_claimed_features(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"suites/test_suite": SUITE})
+    result = pytester.runpytest_subprocess("--provider", "lab", "--profile", "core", "--exempt-features",
+                                "LoadBalancerLifecycle", "-rs")
+    result.assert_outcomes(skipped=1, deselected=2)
+    result = pytester.runpytest_subprocess(
+        "--provider", "generic", "--profile", "extended", "--features", "BackendPool")
+    result.assert_outcomes(passed=1, deselected=2)
+
+
+def test_a_suite_test_without_features_is_an_error(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"suites/test_bare": "def test_bare():\n    pass\n"})
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_bare declares no features*"])
+
+
+def test_unknown_feature_and_provider_are_usage_errors(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"suites/test_suite": SUITE})
+    result = pytester.runpytest_subprocess("--exempt-features", "Nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown feature 'Nope'*"])
+    result = pytester.runpytest_subprocess("--provider", "nope")
+    result.stderr.fnmatch_lines(["*no provider named 'nope'*"])
+
+
+def test_tests_outside_suites_are_not_gated(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
