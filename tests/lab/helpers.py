@@ -60,14 +60,9 @@ def lab_lb(**values: object) -> Tweak:
 
 
 def wait_for_vip(api: RawApi, namespace: str, name: str = "backend", timeout: float = 10) -> str:
-    from lbconform.wait import poll_until
+    from lbconform.kube.jig import ServiceJig
 
-    def vip() -> str | None:
-        ingress = api.get(f"/api/v1/namespaces/{namespace}/services/{name}").get("status", {}).get(
-            "loadBalancer", {}).get("ingress") or []
-        return str(ingress[0]["ip"]) if ingress else None
-
-    return poll_until(vip, timeout=timeout, interval=0.05, description=f"a VIP for {namespace}/{name}")
+    return ServiceJig(Applier(api, namespace), name).wait_for_load_balancer(timeout)
 
 
 def wait_for_healthy(namespace: str, want: set[str] | int, name: str = "backend",

@@ -182,11 +182,3 @@ def udp_port(port: int = 8081) -> Tweak:
     tweak.__name__ = f"udp_port_{port}"
     return tweak
 
-
-def named(name: str) -> Tweak:
-    """Rename the object (a second Service over the same backends, say)."""
-    def tweak(obj: Json) -> None:
-        obj["metadata"]["name"] = name
-
-    tweak.__name__ = f"named_{name}"
-    return tweak

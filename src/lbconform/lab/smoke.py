@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Callable
 
 from lbconform.kube import objects, tweaks
+from lbconform.kube.jig import ServiceJig
 from lbconform.kube.manifests import Applier, load_one
-from lbconform.kube.rawapi import RawApi
 from lbconform.lab import topology as topo
 from lbconform.lab.cluster import Lab
 from lbconform.lab.probe import http_status
@@ -42,20 +42,21 @@ def _all_backends_answer(host: str, port: int, backends: set[str]) -> None:
                description=f"all {len(backends)} backends to answer through {host}:{port}")
 
 
-def check_cluster_policy(api: RawApi, namespace: str, nodes: list[topo.Node], say: Say) -> None:
-    svc = api.get(f"/api/v1/namespaces/{namespace}/services/cluster")
-    port = int(svc["spec"]["ports"][0]["nodePort"])
+def check_cluster_policy(jig: ServiceJig, nodes: list[topo.Node], say: Say) -> None:
+    api, namespace = jig.applier.api, str(jig.applier.namespace)
+    port = int(jig.get()["spec"]["ports"][0]["nodePort"])
     backends = {p["metadata"]["name"] for p in objects.pods(api, namespace, "app=backend")}
     for node in nodes:
         _all_backends_answer(node.ip, port, backends)
         say(f"{node.name}:{port} reaches all {len(backends)} backends")
-    vip = wait_for_ingress(api, namespace, "cluster")
+    vip = jig.wait_for_load_balancer(ALL_BACKENDS_SECONDS)
     _all_backends_answer(vip, 80, backends)
     say(f"VIP {vip} (externalTrafficPolicy=Cluster) reaches all {len(backends)} backends")
 
 
-def check_local_policy(api: RawApi, namespace: str, nodes: list[topo.Node], say: Say) -> None:
-    svc = api.get(f"/api/v1/namespaces/{namespace}/services/local")
+def check_local_policy(jig: ServiceJig, nodes: list[topo.Node], say: Say) -> None:
+    api, namespace = jig.applier.api, str(jig.applier.namespace)
+    svc = jig.get()
     hc = int(svc["spec"]["healthCheckNodePort"])
     with_backend = {p["spec"]["nodeName"] for p in objects.pods(api, namespace, "app=backend")}
     for node in nodes:
@@ -68,7 +69,7 @@ def check_local_policy(api: RawApi, namespace: str, nodes: list[topo.Node], say:
         await_convergence(as_expected, successes=3, timeout=HEALTH_CHECK_SECONDS,
                           description=f"{node.name}'s health check on {hc} to answer {want}")
         say(f"{node.name} health check :{hc} answers {want}")
-    vip = wait_for_ingress(api, namespace, "local")
+    vip = jig.wait_for_load_balancer(ALL_BACKENDS_SECONDS)
 
     def client_ip_kept() -> bool:
         status, body = http_status(topo.CLIENT_NS, vip, 80, "/clientip")
@@ -77,16 +78,6 @@ def check_local_policy(api: RawApi, namespace: str, nodes: list[topo.Node], say:
     await_convergence(client_ip_kept, successes=3, timeout=ALL_BACKENDS_SECONDS,
                       description=f"VIP {vip} to answer with the client's own address")
     say(f"VIP {vip} (externalTrafficPolicy=Local) keeps the client address {topo.CLIENT_IP}")
-
-
-def wait_for_ingress(api: RawApi, namespace: str, name: str) -> str:
-    def vip() -> str | None:
-        svc = api.get(f"/api/v1/namespaces/{namespace}/services/{name}")
-        ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []
-        return str(ingress[0]["ip"]) if ingress else None
-
-    return poll_until(vip, timeout=ALL_BACKENDS_SECONDS, interval=0.1,
-                      description=f"an ingress address for Service {name}")
 
 
 def run_smoke(lab: Lab, keep_lab: bool, say: Say) -> int:
@@ -106,11 +97,12 @@ def run_smoke(lab: Lab, keep_lab: bool, say: Say) -> int:
             ns = Applier(api, name, {"lbconform.io/run": name})
             ns.create(load_one("backend-deployment", tweaks.replicas(max(1, len(nodes) - 1)),
                                tweaks.one_per_node))
-            ns.create(load_one("backend-service", tweaks.named("cluster")))
-            ns.create(load_one("backend-service", tweaks.named("local"), tweaks.traffic_policy_local))
+            cluster, local = ServiceJig(ns, "cluster"), ServiceJig(ns, "local")
+            cluster.create()
+            local.create(tweaks.traffic_policy_local)
             objects.wait_for_deployment(api, name, "backend")
-            check_cluster_policy(api, name, nodes, say)
-            check_local_policy(api, name, nodes, say)
+            check_cluster_policy(cluster, nodes, say)
+            check_local_policy(local, nodes, say)
         finally:
             ns.cleanup()
             owner.cleanup()
