@@ -12,7 +12,6 @@ from lbconform.errors import LabError
 from lbconform.lab import build
 from lbconform.lab import netns as ns
 from lbconform.lab.cluster import Lab
-from lbconform.lab.sandbox_records import sandboxes_of
 
 AIM_BOOT_SECONDS = 15.0
 AIM_RSS_MIB = 1536.0
@@ -32,7 +31,7 @@ def lab_rss_mib(lab: Lab) -> dict[str, float]:
     """Resident memory of every process of the lab, grouped by program."""
     state = lab.dir.read()
     pids: dict[str, str] = {}
-    for netns in [*state.namespaces, *sandboxes_of(lab.dir)]:
+    for netns in [*state.namespaces, *lab.dir.recorded_sandboxes()]:
         for pid in ns.pids_in(netns):
             pids[pid] = netns
     for p in state.processes.values():

@@ -30,7 +30,6 @@ from lbconform.lab.lb.api import PORT as LB_API_PORT
 from lbconform.lab.lb.params import DEFECTS, MODES
 from lbconform.lab.pki import Identity, Pki
 from lbconform.lab.probe import client_tls, http_status
-from lbconform.lab.sandbox_records import sandboxes_of
 from lbconform.lab.state import LabDir, LabState, Process
 from lbconform.wait import poll_until
 
@@ -339,7 +338,7 @@ class Lab:
         if state is not None:
             agents = [p for k, p in state.processes.items() if k.startswith("agent-")]
             procs.stop(agents, grace=0)
-            sandboxes = sandboxes_of(self.dir)
+            sandboxes = self.dir.recorded_sandboxes()
             for netns in [*state.namespaces, *sandboxes]:
                 ns.kill_processes(netns)
             procs.stop(list(state.processes.values()), grace=5)
@@ -358,7 +357,7 @@ class Lab:
         agent = state.processes.get(agent_key(node))
         if agent is not None:
             procs.signal_process(agent, signal.SIGKILL)
-        for netns in [node.netns, *sandboxes_of(self.dir, node.name)]:
+        for netns in [node.netns, *self.dir.recorded_sandboxes(node.name)]:
             ns.kill_processes(netns)
         network.set_node_link(node, up=False)
         self.progress(f"{name} killed")

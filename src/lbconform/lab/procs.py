@@ -13,13 +13,16 @@ import logging
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lbconform.lab.state import Process
+from lbconform.wait import WaitTimeout, poll_until
 
 log = logging.getLogger(__name__)
+
+#: A SIGKILLed process is gone within milliseconds; this only bounds a stuck exit.
+SIGKILL_EXIT_SECONDS = 2.0
 
 
 def start_ticks(pid: int) -> int | None:
@@ -88,16 +91,18 @@ def signal_process(proc: Process, sig: int) -> bool:
 def stop(procs: Sequence[Process], grace: float = 5.0) -> None:
     """SIGTERM the processes, then SIGKILL whatever still runs after ``grace`` seconds."""
     live = [p for p in procs if signal_process(p, signal.SIGTERM)]
-    deadline = time.monotonic() + grace
-    while live and time.monotonic() < deadline:
-        live = [p for p in live if alive(p)]
-        time.sleep(0.05)
+
+    def all_gone() -> bool:
+        return not any(alive(p) for p in live)
+
+    with contextlib.suppress(WaitTimeout):
+        poll_until(all_gone, timeout=grace, interval=0.05, description="processes to exit on SIGTERM")
     for p in live:
-        log.debug("%s (pid %d) ignored SIGTERM, killing", p.name, p.pid)
-        signal_process(p, signal.SIGKILL)
-    reap_deadline = time.monotonic() + 2
-    while any(alive(p) for p in live) and time.monotonic() < reap_deadline:
-        time.sleep(0.02)
+        if signal_process(p, signal.SIGKILL):
+            log.debug("%s (pid %d) ignored SIGTERM, killed", p.name, p.pid)
+    with contextlib.suppress(WaitTimeout):
+        poll_until(all_gone, timeout=SIGKILL_EXIT_SECONDS, interval=0.02,
+                   description="processes to exit on SIGKILL")
 
 
 def log_tail(path: str | Path, lines: int = 5) -> str:

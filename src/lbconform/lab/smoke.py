@@ -18,8 +18,8 @@ from lbconform.kube.jig import ServiceJig
 from lbconform.kube.manifests import Applier, load_one
 from lbconform.lab import topology as topo
 from lbconform.lab.cluster import Lab
-from lbconform.lab.probe import http_status
-from lbconform.wait import await_convergence, poll_until
+from lbconform.lab.probe import http_status, wait_for_all_backends
+from lbconform.wait import await_convergence
 
 Say = Callable[[str], None]
 
@@ -29,28 +29,15 @@ ALL_BACKENDS_SECONDS = 30.0
 HEALTH_CHECK_SECONDS = 15.0
 
 
-def _all_backends_answer(host: str, port: int, backends: set[str]) -> None:
-    seen: set[str] = set()
-
-    def answered() -> bool:
-        status, body = http_status(topo.CLIENT_NS, host, port, "/hostname")
-        if status == 200:
-            seen.add(body.strip())
-        return seen >= backends
-
-    poll_until(answered, timeout=ALL_BACKENDS_SECONDS, interval=0.02, retry_on=(OSError,),
-               description=f"all {len(backends)} backends to answer through {host}:{port}")
-
-
 def check_cluster_policy(jig: ServiceJig, nodes: list[topo.Node], say: Say) -> None:
     api, namespace = jig.applier.api, str(jig.applier.namespace)
     port = int(jig.get()["spec"]["ports"][0]["nodePort"])
     backends = {p["metadata"]["name"] for p in objects.pods(api, namespace, "app=backend")}
     for node in nodes:
-        _all_backends_answer(node.ip, port, backends)
+        wait_for_all_backends(node.ip, port, backends, ALL_BACKENDS_SECONDS)
         say(f"{node.name}:{port} reaches all {len(backends)} backends")
     vip = jig.wait_for_load_balancer(ALL_BACKENDS_SECONDS)
-    _all_backends_answer(vip, 80, backends)
+    wait_for_all_backends(vip, 80, backends, ALL_BACKENDS_SECONDS)
     say(f"VIP {vip} (externalTrafficPolicy=Cluster) reaches all {len(backends)} backends")
 
 

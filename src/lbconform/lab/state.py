@@ -95,6 +95,11 @@ class LabDir:
         """One file per pod network namespace a node agent made: written before it makes it."""
         return self.node_dir(node) / "sandboxes"
 
+    def recorded_sandboxes(self, node: str | None = None) -> list[str]:
+        """Pod namespaces recorded by one node's agent, or by all of them."""
+        dirs = [self.sandboxes_dir(node)] if node else sorted((self.root / "nodes").glob("*/sandboxes"))
+        return sorted(rec.name for d in dirs if d.is_dir() for rec in d.iterdir())
+
     def exists(self) -> bool:
         return self.state_file.exists()
 
