@@ -40,7 +40,7 @@ lab: setup
 	$(BIN)/pytest tests/lab -p no:cacheprovider
 
 lint: python
-	$(BIN)/ruff check src tests fixtures conftest.py
+	$(BIN)/ruff check src tests fixtures suites conftest.py
 
 types: python
 	$(BIN)/mypy

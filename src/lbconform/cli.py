@@ -109,9 +109,42 @@ def cmd_lab_lb(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lbconform.lab.smoke import run_smoke
+    from pathlib import Path
 
-    return run_smoke(Lab(progress=_say), keep_lab=args.keep_lab, say=_say)
+    from lbconform.run import RunOptions, run
+
+    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    opts = RunOptions(
+        kubeconfig=args.kubeconfig, context=args.context, provider=args.provider, mode=args.mode,
+        profiles=args.profile or ["core"], features=args.features, exempt_features=args.exempt_features,
+        timeouts=args.timeout, provider_options=args.provider_option, workers=args.workers,
+        report_dir=Path(args.report_dir), keep_lab=args.keep_lab,
+        client_address=args.client_address,
+        implementation={"organization": args.organization, "project": args.project, "url": args.url,
+                        "version": args.implementation_version},
+        contacts=args.contact, pytest_args=extra)
+    return run(opts, _say)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from lbconform.config import parse_duration
+    from lbconform.kube.rawapi import RawApi, api_client
+    from lbconform.kube.sweeper import sweep
+
+    try:
+        older = parse_duration(args.older_than)
+    except ValueError as exc:
+        raise LbconformError(str(exc)) from None
+    if args.kubeconfig:
+        api = RawApi(api_client(args.kubeconfig, args.context))
+    else:
+        lab = _lab(args)
+        lab.dir.read()
+        api = lab.api()
+    result = sweep(api, run_id=args.run_id, older_than=older)
+    print(f"deleting {len(result.namespaces)} namespaces: {' '.join(result.namespaces) or '-'}")
+    print(f"restored {len(result.nodes)} nodes: {' '.join(result.nodes) or '-'}")
+    return 0
 
 
 def cmd_bench_lab(args: argparse.Namespace) -> int:
@@ -125,9 +158,39 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log what the library does")
     sub = p.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the conformance check against the lab")
+    run = sub.add_parser("run", help="run the conformance suites against the lab or a cluster")
+    run.add_argument("--kubeconfig", help="target this cluster (default: the lab)")
+    run.add_argument("--context", help="the kubeconfig context")
+    run.add_argument("--provider", default="lab", help="the LB implementation's provider (default: lab)")
+    run.add_argument("--mode", help="the implementation's mode (lab: node, nodeport, pod)")
+    run.add_argument("--provider-option", action="append", default=[], metavar="NAME=VALUE",
+                     help="an option of the provider (repeatable; see the README's providers table)")
+    run.add_argument("--profile", action="append", default=[], metavar="PROFILE",
+                     help="core, extended or chaos (repeatable; default: core)")
+    run.add_argument("--features", action="append", default=[], metavar="FEATURE",
+                     help="claim a feature the provider does not declare (repeatable)")
+    run.add_argument("--exempt-features", action="append", default=[], metavar="FEATURE",
+                     help="do not claim a feature: its tests report not supported (repeatable)")
+    run.add_argument("--timeout", action="append", default=[], metavar="NAME=DURATION",
+                     help="override a named timeout, e.g. lb_create=10m (repeatable)")
+    run.add_argument("-n", "--workers", type=int, default=2, help="test processes (default: 2)")
+    run.add_argument("--report-dir", default="reports", help="where results land (default: reports/)")
     run.add_argument("--keep-lab", action="store_true", help="leave a lab this run booted running")
+    run.add_argument("--client-address", help="the client's address as backends see it, behind a NAT")
+    run.add_argument("--organization", default="", help="report: who makes the implementation")
+    run.add_argument("--project", default="", help="report: the implementation's name")
+    run.add_argument("--url", default="", help="report: where the implementation lives")
+    run.add_argument("--implementation-version", default="", help="report: the version under test")
+    run.add_argument("--contact", action="append", default=[], help="report: who to ask (repeatable)")
+    run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest (-k NAME)")
     run.set_defaults(func=cmd_run)
+
+    sweep = sub.add_parser("sweep", help="remove what killed runs left (only objects with the run label)")
+    sweep.add_argument("--kubeconfig", help="the cluster (default: the lab)")
+    sweep.add_argument("--context")
+    sweep.add_argument("--run-id", help="only this run's objects")
+    sweep.add_argument("--older-than", default="1h", help="without --run-id: namespaces older than this")
+    sweep.set_defaults(func=cmd_sweep)
 
     lab = sub.add_parser("lab", help="the hermetic lab cluster").add_subparsers(dest="lab", required=True)
     lab.add_parser("build", help="build the lab's binaries (cached)").set_defaults(func=cmd_lab_build)

@@ -50,6 +50,16 @@ def profile_of(feature: Feature) -> str:
     return next(name for name, feats in PROFILES.items() if feature in feats)
 
 
+def test_profile(features: set[Feature] | list[Feature]) -> str:
+    """The one profile a test belongs to: the last (core < extended < chaos) of its features'
+    profiles, so that a core behaviour checked through an extended feature is an extended test."""
+    order = list(PROFILES)
+    return max((profile_of(f) for f in features), key=order.index)
+
+
+test_profile.__test__ = False  # type: ignore[attr-defined]  # not a test, whatever pytest thinks of the name
+
+
 def parse_features(names: list[str]) -> set[Feature]:
     """Feature names as a user types them; an unknown name is an error that lists the known ones."""
     out = set()

@@ -1,24 +1,41 @@
-"""lbconform's pytest plugin (entry point ``pytest11``): features, profiles and providers.
+"""lbconform's pytest plugin (entry point ``pytest11``): features, profiles, the target, results.
 
 Every test under a ``suites/`` folder declares the features it needs with
 ``@pytest.mark.features(Feature.X, ...)``; one without is a usage error, because a report
 could not say what its result means. Tests of features outside the selected profiles are
-deselected; tests of features the provider does not support (or the user exempted) are
-reported as *not supported*, which a report keeps apart from *skipped*.
+deselected; tests of features the provider does not support (or the user exempted), and
+tests whose provider raises ``NotSupported`` while they run, are reported as *not
+supported*, which a report keeps apart from *skipped*. A failing suite test gets the
+diagnostics of the Services it made attached. The run id is made once by the controller
+and handed to pytest-xdist workers, so that every object of one run carries the same label.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
+import uuid
+from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lbconform.features import PROFILES, Feature, parse_features, profile_of
+from lbconform.features import PROFILES, Feature, parse_features, test_profile
+
+log = logging.getLogger(__name__)
 
 NOT_SUPPORTED = "not supported"
 RESULT_PROPERTY = "lbconform.result"
 FEATURES_PROPERTY = "lbconform.features"
+DESCRIPTION_PROPERTY = "lbconform.description"
 SUITES_DIR = "suites"
+
+#: Callables a test's fixtures register; on failure each one's result is attached.
+DIAGNOSTICS = pytest.StashKey[list[tuple[str, Callable[[], Any]]]]()
+_RUN_ID = pytest.StashKey[str]()
+_TARGET = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,33 +47,118 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="claim a feature the provider does not declare (repeatable)")
     group.addoption("--exempt-features", action="append", default=[], metavar="FEATURE",
                     help="do not claim this feature: its tests report not supported (repeatable)")
+    group.addoption("--kubeconfig", default=None,
+                    help="target this cluster (default: the running lab)")
+    group.addoption("--context", default=None, help="the kubeconfig context to use")
+    group.addoption("--lbconform-timeout", action="append", default=[], metavar="NAME=DURATION",
+                    help="override one of the named timeouts (repeatable), e.g. lb_create=10m")
+    group.addoption("--client-address", default=None,
+                    help="the client's address as the backends should see it (when a NAT is in between)")
+    group.addoption("--run-id", default=None, help="label value of everything this run creates")
+    group.addoption("--mode", default=None,
+                    help="the implementation's mode, as the provider names them (lab: node, nodeport, pod)")
+    group.addoption("--provider-option", action="append", default=[], metavar="NAME=VALUE",
+                    help="an option of the provider (repeatable), e.g. resourceGroup=mc_rg")
+    group.addoption("--report-dir", default=None,
+                    help="write conformance-report.yaml and datasheet.md here when the run ends")
+    for name, what in (("organization", "who makes the implementation"), ("project", "its name"),
+                       ("url", "where it lives"), ("version", "the version under test")):
+        group.addoption(f"--implementation-{name}", default="", help=f"for the report: {what}")
+    group.addoption("--implementation-contact", action="append", default=[],
+                    help="for the report: who to ask about it (repeatable)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "features(*names): the lbconform features a suite test needs")
+    config.addinivalue_line(
+        "markers", "exclusive: changes what every test sees (a node's state); runs while no other does")
     config.addinivalue_line("markers", "lab: needs root and the lab; boots one or reuses a running one")
     config.addinivalue_line(
         "markers", "lab_lifecycle: boots and removes labs itself; runs without a shared lab")
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        config.stash[_RUN_ID] = workerinput["lbconform_run_id"]
+    else:
+        config.stash[_RUN_ID] = config.getoption("--run-id") or uuid.uuid4().hex[:8]
+        report_dir = config.getoption("--report-dir")
+        if report_dir:
+            from lbconform.report.collector import ReportCollector
+
+            collector = ReportCollector(Path(report_dir), lambda: run_info(config))
+            config.pluginmanager.register(collector, "lbconform-report")
 
 
-def _in_suites(item: pytest.Item) -> bool:
+def selected_profiles(config: pytest.Config) -> list[str]:
+    return list(config.getoption("--profile") or ["core"])
+
+
+def run_info(config: pytest.Config) -> Any:
+    """The run's facts for the report, asked of the target when the run ends."""
+    from lbconform.report.model import Implementation, RunInfo, lbconform_version, utc_now
+
+    target = session_target(config)
+    provider = target.provider
+    opt = config.getoption
+    return RunInfo(
+        implementation=Implementation(opt("--implementation-organization"), opt("--implementation-project"),
+                                      opt("--implementation-url"), opt("--implementation-version"),
+                                      tuple(opt("--implementation-contact"))),
+        provider=provider.name, mode=provider.mode or "default", target=target.kind,
+        kubernetes_version=target.kubernetes_version(), nodes=tuple(sorted(target.node_addresses())),
+        date=utc_now(), lbconform_version=lbconform_version(), run_id=run_id(config),
+        profiles=tuple(selected_profiles(config)),
+        declared=dataclasses.asdict(provider.declared()), timeouts=dataclasses.asdict(target.timeouts))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: every worker uses the controller's run id."""
+    node.workerinput["lbconform_run_id"] = node.config.stash[_RUN_ID]
+
+
+def run_id(config: pytest.Config) -> str:
+    return config.stash[_RUN_ID]
+
+
+def load_provider(config: pytest.Config) -> Any:
+    from lbconform import providers
+
+    try:
+        provider = providers.load(config.getoption("--provider"))
+        mode = config.getoption("--mode")
+        if mode is not None:
+            provider.set_mode(mode)
+    except Exception as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return provider
+
+
+def session_target(config: pytest.Config) -> Any:
+    """The run's target, connected once per test process."""
+    from lbconform.target import connect
+
+    if _TARGET not in config.stash:
+        config.stash[_TARGET] = connect(
+            load_provider(config), kubeconfig=config.getoption("--kubeconfig"),
+            context=config.getoption("--context"), timeout_overrides=config.getoption("--lbconform-timeout"),
+            client_address=config.getoption("--client-address"),
+            provider_options=config.getoption("--provider-option"))
+    return config.stash[_TARGET]
+
+
+def in_suites(item: pytest.Item) -> bool:
     return SUITES_DIR in Path(str(item.fspath)).parts
 
 
 def supported_features(config: pytest.Config) -> set[Feature]:
     """The provider's features, plus the user's claims, minus the user's exemptions."""
-    from lbconform import providers
-
     try:
         added = parse_features(config.getoption("--features"))
         exempt = parse_features(config.getoption("--exempt-features"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    try:
-        provider = providers.load(config.getoption("--provider"))
-    except Exception as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return (provider.features() | added) - exempt
+    features: set[Feature] = load_provider(config).features()
+    return (features | added) - exempt
 
 
 def item_features(item: pytest.Item) -> set[Feature]:
@@ -69,26 +171,29 @@ def item_features(item: pytest.Item) -> set[Feature]:
         raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
 
 
+@pytest.hookimpl(tryfirst=True)  # before allure-pytest filters by the labels this adds
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    suite_items = [i for i in items if _in_suites(i)]
+    suite_items = [i for i in items if in_suites(i)]
     if not suite_items:
         return
-    profiles = set(config.getoption("--profile") or ["core"])
+    profiles = set(selected_profiles(config))
     supported = supported_features(config)
     keep: list[pytest.Item] = []
     deselected: list[pytest.Item] = []
     for item in items:
-        if not _in_suites(item):
+        if not in_suites(item):
             keep.append(item)
             continue
         feats = item_features(item)
         if not feats:
             raise pytest.UsageError(
                 f"{item.nodeid} declares no features: add @pytest.mark.features(Feature....)")
-        if not {profile_of(f) for f in feats} & profiles:
+        if test_profile(feats) not in profiles:
             deselected.append(item)
             continue
         item.user_properties.append((FEATURES_PROPERTY, ",".join(sorted(f.value for f in feats))))
+        item.user_properties.append((DESCRIPTION_PROPERTY, description(item)))
+        _label_for_allure(item, feats)
         missing = sorted(f.value for f in feats - supported)
         if missing:
             item.user_properties.append((RESULT_PROPERTY, NOT_SUPPORTED))
@@ -97,3 +202,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = keep
+
+
+def description(item: pytest.Item) -> str:
+    """The first line of the test's docstring: the behaviour it checks."""
+    doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
+    return doc.strip().splitlines()[0].strip() if doc.strip() else item.name
+
+
+def _label_for_allure(item: pytest.Item, feats: set[Feature]) -> None:
+    from lbconform.report.allure import label_markers
+
+    profile = test_profile(feats)
+    for mark in label_markers(profile, sorted(f.value for f in feats), description(item)):
+        item.add_marker(mark)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
+        None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    from lbconform.providers.base import NotSupported
+
+    if call.excinfo is not None and call.excinfo.errisinstance(NotSupported):
+        item.user_properties.append((RESULT_PROPERTY, NOT_SUPPORTED))
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"{NOT_SUPPORTED}: {call.excinfo.value}")
+        report.user_properties = list(item.user_properties)
+    elif report.failed and call.when == "call":
+        _attach_diagnostics(item, report)
+    return report
+
+
+def _attach_diagnostics(item: pytest.Item, report: pytest.TestReport) -> None:
+    from lbconform.report.allure import attach_json
+
+    for name, gather in item.stash.get(DIAGNOSTICS, []):
+        try:
+            data = gather()
+        except Exception as exc:
+            data = {"error": f"diagnostics could not be gathered: {type(exc).__name__}: {exc}"}
+        attach_json(f"diagnostics: {name}", data)
+        report.sections.append((f"lbconform diagnostics: {name}", json.dumps(data, indent=1, default=str)))

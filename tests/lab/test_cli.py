@@ -30,13 +30,6 @@ def test_status_kubectl_and_exec(lab: Lab) -> None:
     assert f"{topo.CLIENT_IP}/24" in addr.stdout
 
 
-def test_run_checks_the_running_lab_and_leaves_it(lab: Lab) -> None:
-    result = lbconform("run")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "lab check passed" in result.stdout
-    assert lab.dir.exists()
-
-
 def test_lb_state_and_defects_commands(lab: Lab) -> None:
     result = lbconform("lab", "lb", "defects", "--set", "no-affinity")
     assert result.stdout.strip() == "defects: no-affinity"

@@ -65,3 +65,39 @@ def test_unknown_feature_and_provider_are_usage_errors(pytester: pytest.Pytester
 def test_tests_outside_suites_are_not_gated(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+RUNTIME = """
+import pytest
+from lbconform.features import Feature
+from lbconform.providers.base import NotSupported
+
+@pytest.mark.features(Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL)
+def test_proxied():
+    '''The backends see the client's address.'''
+    raise NotSupported("the ingress is ipMode Proxy")
+
+@pytest.mark.features(Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL, Feature.BACKEND_POOL)
+def test_pool_of_local():
+    '''An extended test, whatever its core feature.'''
+
+@pytest.mark.features(Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL)
+def test_broken():
+    '''Fails.'''
+    assert False
+"""
+
+
+def test_not_supported_at_run_time_and_one_profile_per_test(pytester: pytest.Pytester) -> None:
+    import yaml
+
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"suites/test_suite": RUNTIME})
+    result = pytester.runpytest_subprocess("--provider", "lab", "--report-dir", "out", "-n", "2", "-rs")
+    result.assert_outcomes(failed=1, skipped=1)  # the extended test is deselected (xdist does not count it)
+    result.stdout.fnmatch_lines(["*not supported: the ingress is ipMode Proxy*"])
+    doc = yaml.safe_load((pytester.path / "out" / "conformance-report.yaml").read_text())
+    (core,) = doc["profiles"]
+    assert core["tests"]["notSupported"] == ["test_suite::test_proxied"]
+    assert core["tests"]["failed"] == ["test_suite::test_broken"]
+    assert core["features"]["failed"] == ["ExternalTrafficPolicyLocal"]

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 #: How many times ``update`` re-reads and re-applies after a conflict.
 UPDATE_ATTEMPTS = 5
+#: The finalizer with which service controllers hold a Service until its LB is gone.
+CLEANUP_FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 
 
 class LoadBalancerTimeout(WaitTimeout):
@@ -63,6 +65,36 @@ class ServiceJig:
                                           f"ingress address (timeout {timeout_name}={timeout:g}s)")
         except WaitTimeout as exc:
             raise LoadBalancerTimeout(exc.description, exc.timeout, self._summary(), exc.last_error) from exc
+
+    def finalizers(self) -> list[str]:
+        return list(self.get()["metadata"].get("finalizers") or [])
+
+    def wait_for_deprovisioned(self, timeout: float, timeout_name: str = "lb_delete") -> None:
+        """No ingress address and no cleanup finalizer left on the Service."""
+
+        def released() -> bool:
+            return self.ingress() is None and CLEANUP_FINALIZER not in self.finalizers()
+
+        poll_until(released, timeout=timeout, interval=0.2,
+                   description=f"Service {self.applier.namespace}/{self.name} to lose its ingress address "
+                               f"and finalizer (timeout {timeout_name}={timeout:g}s)")
+
+    def delete_and_wait(self, timeout: float, timeout_name: str = "lb_delete") -> None:
+        """Delete the Service and wait until the object is gone (its finalizer released)."""
+        self.applier.api.delete(self.path)
+
+        def gone() -> bool:
+            try:
+                self.get()
+            except ApiError as exc:
+                if exc.status == 404:
+                    return True
+                raise
+            return False
+
+        poll_until(gone, timeout=timeout, interval=0.2,
+                   description=f"deleted Service {self.applier.namespace}/{self.name} to be gone "
+                               f"(timeout {timeout_name}={timeout:g}s)")
 
     def update(self, change: Callable[[Json], None]) -> Json:
         """Read, change, write; on a conflict, read again and retry."""

@@ -30,6 +30,16 @@ def _containers(obj: Json) -> list[Json]:
     return list(spec["containers"]) if spec else []
 
 
+def traffic_policy(policy: str) -> Tweak:
+    """externalTrafficPolicy ``Cluster`` or ``Local``."""
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["externalTrafficPolicy"] = policy
+
+    tweak.__name__ = f"traffic_policy_{policy.lower()}"
+    return tweak
+
+
 def traffic_policy_local(obj: Json) -> None:
     """externalTrafficPolicy: Local (only nodes with a ready local endpoint take traffic)."""
     if obj["kind"] == "Service":
@@ -42,13 +52,32 @@ def traffic_policy_cluster(obj: Json) -> None:
 
 
 def service_type(kind: str) -> Tweak:
+    """The Service's type; a change away from LoadBalancer drops the fields that type owns,
+    as the API requires of an update (node ports too, for ClusterIP)."""
     def tweak(obj: Json) -> None:
-        if obj["kind"] == "Service":
-            obj["spec"]["type"] = kind
-            if kind != "LoadBalancer":
-                obj["spec"].pop("externalTrafficPolicy", None)
+        if obj["kind"] != "Service":
+            return
+        spec = obj["spec"]
+        spec["type"] = kind
+        if kind != "LoadBalancer":
+            for key in ("externalTrafficPolicy", "healthCheckNodePort", "allocateLoadBalancerNodePorts",
+                        "loadBalancerSourceRanges", "loadBalancerClass"):
+                spec.pop(key, None)
+        if kind == "ClusterIP":
+            for port in spec["ports"]:
+                port.pop("nodePort", None)
 
     tweak.__name__ = f"service_type_{kind}"
+    return tweak
+
+
+def set_port(port: int) -> Tweak:
+    """The Service's first port number (the target port stays)."""
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["ports"][0]["port"] = port
+
+    tweak.__name__ = f"port_{port}"
     return tweak
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from lbconform.lab.nsexec import run_in_netns
 from lbconform.lab.topology import CLIENT_NS
-from lbconform.wait import WaitTimeout, poll_until
 
 
 def http_status(netns: str | None, host: str, port: int, path: str, timeout: float = 2.0,
@@ -42,18 +41,8 @@ def client_tls(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
 
 
 def wait_for_all_backends(host: str, port: int, backends: set[str], timeout: float) -> None:
-    """New connections from the client to host:port until exactly ``backends`` have answered
-    ``/hostname`` (an unknown name keeps the wait failing, and shows as the last value)."""
-    seen: set[str] = set()
+    """New connections from the lab's client until exactly ``backends`` have answered."""
+    from lbconform.traffic.checks import wait_for_backends
+    from lbconform.traffic.client import Client
 
-    def answered() -> bool:
-        status, body = http_status(CLIENT_NS, host, port, "/hostname")
-        if status == 200:
-            seen.add(body.strip())
-        return seen == backends
-
-    try:
-        poll_until(answered, timeout=timeout, interval=0.02, retry_on=(OSError,),
-                   description=f"all {len(backends)} backends to answer through {host}:{port}")
-    except WaitTimeout as exc:
-        raise WaitTimeout(exc.description, exc.timeout, sorted(seen), exc.last_error) from None
+    wait_for_backends(Client(CLIENT_NS), host, port, backends, timeout)

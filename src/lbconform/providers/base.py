@@ -9,11 +9,19 @@ the ``lbconform.providers`` entry-point group.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar
 
 from lbconform.config import Timeouts
+from lbconform.errors import UsageError
 from lbconform.features import Feature
+
+if TYPE_CHECKING:
+    from lbconform.kube.rawapi import RawApi
 
 
 class NotSupported(Exception):
@@ -22,13 +30,19 @@ class NotSupported(Exception):
 
 @dataclass(frozen=True)
 class Declared:
-    """Values the implementation's documentation promises, in seconds where they are times."""
+    """Values the implementation's documentation promises, in seconds where they are times.
+
+    ``health_checks`` is False where the implementation has none of its own (MetalLB): the
+    interval and thresholds are then 0 and mean nothing, and a datasheet shows "none".
+    ``idle_timeout`` is None where it has no idle timeout of its own.
+    """
 
     health_check_interval: float
     healthy_threshold: int
     unhealthy_threshold: int
     idle_timeout: float | None
     notes: dict[str, str] = field(default_factory=dict)
+    health_checks: bool = True
 
     @property
     def time_to_unhealthy(self) -> float:
@@ -41,7 +55,11 @@ class Declared:
 
 @dataclass(frozen=True)
 class PoolMember:
-    """One backend of an LB as the implementation's own API reports it."""
+    """One backend of an LB as the implementation's own API reports it.
+
+    ``address`` is a node IP in a node pool and a pod IP in a pod pool; ``healthy`` is None
+    where the implementation has no health checks (its pool is what it sends to).
+    """
 
     address: str
     healthy: bool | None
@@ -50,8 +68,16 @@ class PoolMember:
 
 @dataclass(frozen=True)
 class ServiceRef:
+    """A Service as providers look it up: clouds key their LBs by UID or ingress address."""
+
     namespace: str
     name: str
+    uid: str = ""
+    ingress: str = ""
+
+
+#: Pool kinds: a node pool sends to nodes (kube-proxy forwards), a pod pool to pod IPs.
+NODE_POOL, POD_POOL = "node", "pod"
 
 
 class Provider(ABC):
@@ -59,6 +85,39 @@ class Provider(ABC):
 
     #: The name users pass to ``--provider``.
     name: str = ""
+    #: The implementation's modes (``--mode``); the first is the default. A report states its mode.
+    modes: tuple[str, ...] = ("default",)
+    mode: str = "default"
+    #: The ``--provider-option NAME=VALUE`` names the provider accepts, each with one line of help.
+    options_help: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: Set by ``configure``: the target cluster's API (None until then) and the user's options.
+    api: RawApi | None = None
+    options: Mapping[str, str] = MappingProxyType({})
+
+    def configure(self, api: RawApi | None, options: Mapping[str, str]) -> None:
+        """Called once before use, with the target cluster's API and the user's provider options.
+
+        Providers read the cluster only through ``api``, never through a client of their own;
+        an option the provider does not know is a usage error that lists the ones it knows.
+        """
+        unknown = sorted(set(options) - set(self.options_help))
+        if unknown:
+            known = ", ".join(sorted(self.options_help)) or "none"
+            raise UsageError(f"--provider-option {unknown[0]}: the {self.name} provider knows "
+                             f"the options {known}")
+        self.api = api
+        self.options = MappingProxyType(dict(options))
+
+    def option(self, name: str, *env: str, default: str = "") -> str:
+        """A provider option, else the first of ``env`` that is set, else ``default``."""
+        if self.options.get(name):
+            return self.options[name]
+        return next((os.environ[e] for e in env if os.environ.get(e)), default)
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in self.modes:
+            raise UsageError(f"--mode {mode!r}: the {self.name} provider has modes {', '.join(self.modes)}")
+        self.mode = mode
 
     @abstractmethod
     def features(self) -> set[Feature]:
@@ -68,6 +127,10 @@ class Provider(ABC):
     def declared(self) -> Declared:
         """The parameters the implementation's documentation promises."""
 
+    def declared_for(self, external_traffic_policy: str) -> Declared:
+        """``declared()`` for a Service of this externalTrafficPolicy, where the two differ (GKE)."""
+        return self.declared()
+
     def timeouts(self) -> Timeouts:
         """Default timeouts for this implementation (users override with --timeout)."""
         return Timeouts()
@@ -75,6 +138,18 @@ class Provider(ABC):
     def service_annotations(self) -> dict[str, str]:
         """Annotations every test Service needs on this implementation."""
         return {}
+
+    def needs_node_ports(self) -> bool:
+        """Whether the implementation (in its mode) sends to node ports, so cannot do without them."""
+        return False
+
+    def pod_pool_annotations(self) -> dict[str, str]:
+        """Annotations that make a Service's pool hold pod IPs (container-native LB)."""
+        raise NotSupported(f"the {self.name} provider has no pod-backed pools")
+
+    def pool_kind(self, service: ServiceRef) -> str:
+        """NODE_POOL or POD_POOL: what the pool of this (existing) Service holds."""
+        return NODE_POOL
 
     def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
         """The LB's backend pool for a Service, from the implementation's API."""

@@ -5,15 +5,34 @@ from __future__ import annotations
 from lbconform.config import Timeouts
 from lbconform.features import Feature
 from lbconform.lab.lb.client import LabLB
-from lbconform.lab.lb.params import Params
-from lbconform.providers.base import Declared, PoolMember, Provider, ServiceRef
+from lbconform.lab.lb.params import MODES, PREFIX, Params
+from lbconform.providers.base import NODE_POOL, POD_POOL, Declared, PoolMember, Provider, ServiceRef
 
 
 class LabProvider(Provider):
+    """``--mode`` picks the reference LB's backend mode for every test Service (by annotation);
+    without it the lab's default mode (``lab up --lb-mode``) applies and is what gets reported."""
+
     name = "lab"
+    modes = MODES
 
     def __init__(self, client: LabLB | None = None) -> None:
         self.client = client or LabLB()
+        self.mode = ""
+
+    def service_annotations(self) -> dict[str, str]:
+        return {f"{PREFIX}mode": self.mode} if self.mode else {}
+
+    def needs_node_ports(self) -> bool:
+        return self.mode == "nodeport"
+
+    def pod_pool_annotations(self) -> dict[str, str]:
+        return {f"{PREFIX}mode": "pod"}
+
+    def pool_kind(self, service: ServiceRef) -> str:
+        state = self.client.service(service.namespace, service.name)
+        mode = state["mode"] if state else (self.mode or "node")
+        return POD_POOL if mode == "pod" else NODE_POOL
 
     def features(self) -> set[Feature]:
         return set(Feature)

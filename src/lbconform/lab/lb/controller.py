@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lbconform.kube.informer import Informer
+from lbconform.kube.jig import CLEANUP_FINALIZER
 from lbconform.kube.rawapi import MERGE, ApiError, Json, RawApi
 from lbconform.lab import topology as topo
 from lbconform.lab.lb import nft, plan
 from lbconform.lab.lb.health import Checker, Health
 from lbconform.lab.lb.params import (
-    CLEANUP_FINALIZER,
     DEFECTS,
     LB_CLASS,
     SLOW_UNHEALTHY_SECONDS,

@@ -12,7 +12,6 @@ from typing import Any, Final
 
 PREFIX: Final = "lab.lbconform.io/"
 LB_CLASS: Final = "lbconform.io/lab"
-CLEANUP_FINALIZER: Final = "service.kubernetes.io/load-balancer-cleanup"
 
 MODES: Final = ("node", "nodeport", "pod")
 

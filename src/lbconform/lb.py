@@ -1,0 +1,192 @@
+"""A Service of type LoadBalancer as the suites see it.
+
+It joins the three views a suite needs of one load balancer: the Service (through its
+jig), the client that sends traffic to its address, and the provider that reads its
+backend pool from the implementation. Every wait is bounded by a named timeout of the
+target and returns what it waited for (and, for transitions, when it happened).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lbconform.kube import objects
+from lbconform.kube.jig import ServiceJig
+from lbconform.kube.rawapi import Json
+from lbconform.kube.workload import Workload
+from lbconform.providers.base import NODE_POOL, NotSupported, PoolMember, ServiceRef
+from lbconform.target import Target
+from lbconform.traffic import checks
+from lbconform.wait import poll_until
+
+#: How often pool and endpoint observers look; their measurements are this fine.
+OBSERVE_INTERVAL = 0.1
+
+
+@dataclass
+class LoadBalancer:
+    jig: ServiceJig
+    target: Target
+    _vip: str | None = field(default=None, init=False)
+
+    @property
+    def name(self) -> str:
+        return self.jig.name
+
+    @property
+    def namespace(self) -> str:
+        return str(self.jig.applier.namespace)
+
+    def service(self) -> Json:
+        return self.jig.get()
+
+    @property
+    def vip(self) -> str:
+        """The ingress address, waited for (timeout ``lb_create``) the first time."""
+        if self._vip is None:
+            self._vip = self.wait_for_ingress()
+        return self._vip
+
+    def wait_for_ingress(self) -> str:
+        return self.jig.wait_for_load_balancer(self.target.timeouts.lb_create)
+
+    def proxied(self) -> bool:
+        """Whether the ingress is ``ipMode: Proxy``: the LB terminates connections, so backends
+        see its address, whatever the traffic policy."""
+        ingress = self.service().get("status", {}).get("loadBalancer", {}).get("ingress") or []
+        return any(i.get("ipMode") == "Proxy" for i in ingress)
+
+    def must_keep_client_address(self) -> None:
+        if self.proxied():
+            raise NotSupported("the ingress is ipMode Proxy: the LB cannot keep the client's address")
+
+    def port(self, name: str = "http") -> int:
+        ports = self.service()["spec"]["ports"]
+        return int(next((p["port"] for p in ports if p.get("name") == name), ports[0]["port"]))
+
+    def update(self, change: Callable[[Json], None]) -> Json:
+        return self.jig.update(change)
+
+    def health_check_node_port(self) -> int | None:
+        port = self.service()["spec"].get("healthCheckNodePort")
+        return int(port) if port else None
+
+    # --- traffic ------------------------------------------------------------------------
+    def wait_for_backends(self, names: set[str], port: int | None = None) -> None:
+        """Every backend in ``names``, and no other, answers through the VIP."""
+        checks.wait_for_backends(self.target.client, self.vip, port or self.port(), names,
+                                 self.target.timeouts.lb_propagation)
+
+    def wait_for_unreachable(self, port: int | None = None) -> None:
+        checks.wait_for_unreachable(self.target.client, self.vip, port or self.port(),
+                                    self.target.timeouts.lb_propagation, self.target.timeouts.request)
+
+    # --- the implementation's view ------------------------------------------------------
+    def ref(self) -> ServiceRef:
+        svc = self.service()
+        return ServiceRef(self.namespace, self.name, svc["metadata"]["uid"], self._vip or "")
+
+    def pool(self) -> list[PoolMember]:
+        return self.target.provider.backend_pool(self.ref())
+
+    def pool_kind(self) -> str:
+        return self.target.provider.pool_kind(self.ref())
+
+    def healthy(self) -> set[str]:
+        """Addresses the implementation sends new connections to (healthy, or unchecked)."""
+        return {m.address for m in self.pool() if m.healthy is not False}
+
+    def wait_for_healthy(self, want: set[str], timeout: float | None = None) -> float:
+        """Wait until the healthy set is ``want``; returns the monotonic time it was seen."""
+        seen: dict[str, float] = {}
+
+        def matches() -> set[str] | None:
+            got = self.healthy()
+            if got == want:
+                seen["at"] = time.monotonic()
+                return got
+            return None
+
+        poll_until(matches, timeout=timeout or self.target.timeouts.health_transition,
+                   interval=OBSERVE_INTERVAL,
+                   description=f"the LB's healthy set of {self.namespace}/{self.name} to be {sorted(want)}")
+        return seen["at"]
+
+    def node_ips(self, names: set[str] | None = None) -> set[str]:
+        """InternalIPs of the named nodes (all nodes by default)."""
+        nodes = self.target.node_addresses()
+        return {ip for n, ip in nodes.items() if names is None or n in names}
+
+    def is_node_pool(self) -> bool:
+        return self.pool_kind() == NODE_POOL
+
+    def endpoints(self) -> dict[str, dict[str, object]]:
+        return objects.endpoints(self.jig.applier.api, self.namespace, self.name)
+
+    def must_be_node_pool(self) -> None:
+        """Node health checks apply only where the pool holds nodes."""
+        if not self.is_node_pool():
+            provider = self.target.provider
+            raise NotSupported(f"{provider.name} (mode {provider.mode or 'default'}) sends this Service's "
+                               "traffic to pods, not nodes: node health checks do not apply")
+
+    def ready_endpoint_nodes(self) -> set[str]:
+        return {str(e["nodeName"]) for e in self.endpoints().values() if e.get("ready")}
+
+    def ready_endpoint_ips(self) -> set[str]:
+        return {ip for ip, e in self.endpoints().items() if e.get("ready")}
+
+    def wait_for_endpoint_nodes(self, want: set[str] | int,
+                                timeout: float | None = None) -> tuple[float, set[str]]:
+        """Wait until the nodes with a ready endpoint are ``want`` (the nodes, or how many);
+        returns when that was seen, and the nodes."""
+        seen: dict[str, float] = {}
+
+        def matches() -> set[str] | None:
+            nodes = self.ready_endpoint_nodes()
+            if nodes == want or (isinstance(want, int) and len(nodes) == want):
+                seen["at"] = time.monotonic()
+                return nodes
+            return None
+
+        nodes = poll_until(matches, timeout=timeout or self.target.timeouts.endpoint_lag,
+                           interval=OBSERVE_INTERVAL,
+                           description=f"ready endpoints of {self.namespace}/{self.name} on {want} nodes")
+        return seen["at"], nodes
+
+    def wait_for_pool(self, want: set[str], timeout: float | None = None) -> set[str]:
+        """Wait until the addresses the LB sends to are ``want``."""
+        def matches() -> set[str] | None:
+            got = self.healthy()
+            return got if got == want else None
+
+        return poll_until(matches, timeout=timeout or self.target.timeouts.endpoint_lag,
+                          interval=OBSERVE_INTERVAL,
+                          description=f"the LB's pool of {self.namespace}/{self.name} to be {sorted(want)}")
+
+    def endpoint_serving(self, pod: str) -> bool:
+        """Whether the pod's endpoint is still in the Service's slices and serving."""
+        for s in objects.endpoint_slices(self.jig.applier.api, self.namespace, self.name):
+            for ep in s.get("endpoints") or []:
+                if (ep.get("targetRef") or {}).get("name") == pod:
+                    return bool(ep.get("conditions", {}).get("serving"))
+        return False
+
+    def expected_pool(self, backends: Workload) -> set[str]:
+        """What the LB should send to: the ready pods (pod pool), every node (node pool, policy
+        Cluster), or the nodes with a ready pod (node pool, policy Local)."""
+        if not self.is_node_pool():
+            return backends.ips()
+        if self.service()["spec"].get("externalTrafficPolicy") == "Local":
+            return self.node_ips(set(backends.by_node()))
+        return self.node_ips()
+
+    def wait_for_settled_pool(self, backends: Workload) -> None:
+        """Where the provider can read the pool, wait until it is what it should be (a check that
+        must not start while the LB is still adding backends); elsewhere there is nothing to wait for."""
+        try:
+            self.wait_for_pool(self.expected_pool(backends))
+        except NotSupported:
+            return

@@ -1,0 +1,101 @@
+"""The provider of MetalLB: the pool is the node(s) announcing the Service's address.
+
+MetalLB assigns addresses and announces them (layer 2: one node answers ARP/NDP for the
+address; BGP: the nodes advertise a route); the node's kube-proxy does the rest. So it has
+no health checks and no idle timeout of its own, and no pool beyond "who announces". Its
+speakers write what they announce as ``ServiceL2Status`` and ``ServiceBGPStatus`` objects
+(group ``metallb.io``, version ``v1beta1``, in the speakers' namespace, one per announcing
+node, named ``l2-*`` / ``bgp-*``) whose ``status`` holds ``node``, ``serviceName`` and
+``serviceNamespace`` (upstream ``api/v1beta1/servicel2status_types.go``,
+``servicebgpstatus_types.go``; BGP ones also list ``peers``). The pool here is those nodes'
+InternalIPs, with ``healthy`` None: MetalLB probes nothing.
+
+Features it does not claim, and why:
+
+- ``HealthCheckTransitions``: there is no health check to flip. What MetalLB does instead is
+  follow the EndpointSlices: with externalTrafficPolicy Local a speaker announces only from a
+  node with a ready local endpoint (layer 2 elects among those; BGP advertises only from
+  those), so eTP Local works, through kube-proxy's node-local forwarding, and a node losing
+  its last endpoint stops announcing. That is endpoint tracking, not health checking, and has
+  no interval or threshold to compare with; a user who wants it measured can claim the
+  feature with ``--features HealthCheckTransitions``.
+- ``IdleTimeout``: flows are the node's conntrack entries (kube-proxy sets the established
+  TCP timeout to 24 h); MetalLB adds none.
+- ``PodBackendPool``: traffic always lands on a node.
+
+Options (``--provider-option NAME=VALUE``): ``namespace``, the speakers' namespace where the
+status objects live (env ``METALLB_NAMESPACE``, default ``metallb-system``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from lbconform.config import Timeouts
+from lbconform.features import Feature
+from lbconform.kube.rawapi import ApiError
+from lbconform.providers.base import Declared, NotSupported, PoolMember, Provider, ServiceRef
+from lbconform.providers.support import cluster_nodes, require_api
+
+GROUP_VERSION = "metallb.io/v1beta1"
+L2_STATUSES, BGP_STATUSES = "servicel2statuses", "servicebgpstatuses"
+
+
+def announcing_nodes(statuses: Iterable[Mapping[str, Any]], namespace: str, name: str) -> list[str]:
+    """The nodes that ServiceL2Status / ServiceBGPStatus objects name for one Service, sorted."""
+    nodes = set()
+    for obj in statuses:
+        status = obj.get("status", {})
+        if (status.get("serviceNamespace"), status.get("serviceName")) == (namespace, name) \
+                and status.get("node"):
+            nodes.add(status["node"])
+    return sorted(nodes)
+
+
+def pool_from_statuses(statuses: Iterable[Mapping[str, Any]], namespace: str, name: str,
+                       node_ips: Mapping[str, str]) -> list[PoolMember]:
+    """Announcing nodes -> members at their InternalIP (a node without one keeps its name only)."""
+    return [PoolMember(address=node_ips.get(node, ""), healthy=None, name=node)
+            for node in announcing_nodes(statuses, namespace, name)]
+
+
+class MetalLBProvider(Provider):
+    name = "metallb"
+    options_help: ClassVar[Mapping[str, str]] = {
+        "namespace": "the MetalLB speakers' namespace (env METALLB_NAMESPACE, default metallb-system)"}
+
+    def features(self) -> set[Feature]:
+        return set(Feature) - {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT,
+                               Feature.POD_BACKEND_POOL}
+
+    def declared(self) -> Declared:
+        return Declared(
+            health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0, idle_timeout=None,
+            health_checks=False,
+            notes={"source": "MetalLB concepts (metallb.io/concepts): address allocation and L2/BGP "
+                             "announcement only; no health checks, no connection tracking of its own",
+                   "failover": "layer 2: memberlist detects a dead speaker and another node announces"})
+
+    def timeouts(self) -> Timeouts:
+        # Assignment and announcement take seconds; L2 failover waits for memberlist (~10 s).
+        return Timeouts(lb_create=60, lb_propagation=60, lb_delete=60, endpoint_lag=30,
+                        health_transition=30, rollout=180, namespace_delete=180, request=5)
+
+    def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
+        api = require_api(self.api, self.name, "ServiceL2Status and ServiceBGPStatus objects")
+        namespace = self.option("namespace", "METALLB_NAMESPACE", default="metallb-system")
+        statuses: list[dict[str, Any]] = []
+        missing = []
+        for plural in (L2_STATUSES, BGP_STATUSES):
+            try:
+                statuses += api.get(f"/apis/{GROUP_VERSION}/namespaces/{namespace}/{plural}").get("items", [])
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                missing.append(plural)
+        if len(missing) == 2:
+            raise NotSupported("this MetalLB publishes no ServiceL2Status/ServiceBGPStatus objects "
+                               "(older releases do not), so its announcing nodes cannot be read")
+        return pool_from_statuses(statuses, service.namespace, service.name,
+                                  cluster_nodes(api).ip_by_name)

@@ -1,0 +1,77 @@
+"""Checks of a conformance report: its shape against the JSON schema, and its arithmetic.
+
+Both return readable messages that name the field (``profiles[0].result: ...``) and never
+raise on a bad document, so ``report verify`` can print every problem at once. The schema is
+``reports/schema/conformance-report.v1alpha1.json``, the versioned format itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from lbconform.resources import data_dir
+
+SCHEMA_FILE = "conformance-report.v1alpha1.json"
+_LISTS = ("passed", "failed", "skipped", "notSupported")
+
+
+def schema_path() -> Path:
+    return data_dir("reports") / "schema" / SCHEMA_FILE
+
+
+@cache
+def schema() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(schema_path().read_text(encoding="utf-8"))
+    return doc
+
+
+def field_path(parts: Iterable[str | int]) -> str:
+    """``["profiles", 0, "result"]`` -> ``profiles[0].result``; the document itself is ``(report)``."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out or "(report)"
+
+
+def validate(doc: Any) -> list[str]:
+    """Every way ``doc`` departs from the schema, as ``field: problem``, in the schema's order."""
+    validator = Draft202012Validator(schema())
+    return [f"{field_path(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def check_statistics(doc: Any) -> list[str]:
+    """Each profile's statistics equal the lengths of its test lists; no test is in two lists.
+
+    Parts the schema would reject (a missing list, a profile that is no mapping) are passed
+    over: ``validate`` reports those.
+    """
+    problems: list[str] = []
+    profiles = doc.get("profiles") if isinstance(doc, dict) else None
+    if not isinstance(profiles, list):
+        return problems
+    for i, profile in enumerate(profiles):
+        if not isinstance(profile, dict):
+            continue
+        stats, tests = profile.get("statistics"), profile.get("tests")
+        if not isinstance(stats, dict) or not isinstance(tests, dict):
+            continue
+        lists = {key: tests[key] for key in _LISTS if isinstance(tests.get(key), list)}
+        for key, names in lists.items():
+            if key in stats and stats[key] != len(names):
+                problems.append(f"profiles[{i}].statistics.{key}: {stats[key]!r} but "
+                                f"profiles[{i}].tests.{key} lists {len(names)} test(s)")
+        seen: dict[str, str] = {}
+        for key, names in lists.items():
+            for name in names:
+                if not isinstance(name, str):
+                    continue
+                if name in seen and seen[name] != key:
+                    problems.append(f"profiles[{i}].tests: {name!r} is in both {seen[name]} and {key}")
+                seen.setdefault(name, key)
+    return problems

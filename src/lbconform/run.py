@@ -1,0 +1,148 @@
+"""``lbconform run``: the suites under pytest against a target, and the reports they leave.
+
+Input is checked before anything is made (provider, mode, profiles, features, timeouts,
+kubeconfig), so a mistake costs one line and no lab. Without ``--kubeconfig`` the target is
+the lab: a running lab is used as it is and left running; otherwise one is booted for the
+run and removed afterwards unless ``keep_lab``. pytest runs as a child process (with
+pytest-xdist when ``workers`` > 1), so that the suites' imports never mix with this one's.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from lbconform import providers
+from lbconform.errors import UsageError
+from lbconform.features import PROFILES, parse_features
+from lbconform.resources import data_dir
+
+log = logging.getLogger(__name__)
+
+Say = Callable[[str], None]
+
+#: pytest's exit statuses: every selected test passed, some failed, none was selected.
+PYTEST_OK, PYTEST_FAILED, PYTEST_NO_TESTS = 0, 1, 5
+
+
+@dataclass
+class RunOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    provider: str = "lab"
+    mode: str | None = None
+    profiles: list[str] = field(default_factory=lambda: ["core"])
+    features: list[str] = field(default_factory=list)
+    exempt_features: list[str] = field(default_factory=list)
+    timeouts: list[str] = field(default_factory=list)
+    provider_options: list[str] = field(default_factory=list)
+    workers: int = 2
+    report_dir: Path = Path("reports")
+    keep_lab: bool = False
+    client_address: str | None = None
+    implementation: dict[str, str] = field(default_factory=dict)
+    contacts: list[str] = field(default_factory=list)
+    pytest_args: list[str] = field(default_factory=list)
+
+
+def validate(opts: RunOptions) -> None:
+    """Every mistake a user can make on the command line, found before anything is made."""
+    from lbconform.target import parse_options
+
+    provider = providers.load(opts.provider)
+    if opts.mode is not None:
+        provider.set_mode(opts.mode)
+    provider.configure(None, parse_options(opts.provider_options))
+    unknown = [p for p in opts.profiles if p not in PROFILES]
+    if unknown:
+        raise UsageError(f"unknown profile {unknown[0]!r}: profiles are {', '.join(PROFILES)}")
+    try:
+        parse_features(opts.features + opts.exempt_features)
+        provider.timeouts().with_overrides(opts.timeouts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if opts.workers < 1:
+        raise UsageError(f"-n {opts.workers}: the number of test processes must be at least 1")
+    if opts.kubeconfig and not Path(opts.kubeconfig).expanduser().is_file():
+        raise UsageError(f"--kubeconfig {opts.kubeconfig}: no such file")
+    if opts.kubeconfig and opts.provider == "lab":
+        raise UsageError("the lab provider reads the lab's own load balancer: with --kubeconfig, name the "
+                         "cluster's provider with --provider (kind, metallb, generic, ...)")
+    if opts.context and not opts.kubeconfig:
+        raise UsageError("--context needs --kubeconfig")
+
+
+def pytest_argv(opts: RunOptions) -> list[str]:
+    report_dir = opts.report_dir.resolve()
+    argv = [sys.executable, "-m", "pytest", str(data_dir("suites")), "-p", "no:cacheprovider",
+            "--provider", opts.provider, "--report-dir", str(report_dir),
+            "--alluredir", str(report_dir / "allure-results"), "--clean-alluredir",
+            "--junitxml", str(report_dir / "junit.xml"), "-rfEs"]
+    if opts.workers > 1:
+        argv += ["-n", str(opts.workers), "--dist", "loadgroup"]
+    for flag, values in (("--profile", opts.profiles), ("--features", opts.features),
+                         ("--exempt-features", opts.exempt_features), ("--lbconform-timeout", opts.timeouts),
+                         ("--provider-option", opts.provider_options),
+                         ("--implementation-contact", opts.contacts)):
+        for value in values:
+            argv += [flag, value]
+    optional: list[tuple[str, str | None]] = [
+        ("--kubeconfig", opts.kubeconfig), ("--context", opts.context), ("--mode", opts.mode),
+        ("--client-address", opts.client_address)]
+    for flag, given in optional:
+        if given:
+            argv += [flag, given]
+    for name, value in sorted(opts.implementation.items()):
+        if value:
+            argv += [f"--implementation-{name}", value]
+    return argv + opts.pytest_args
+
+
+def summary(report_dir: Path) -> list[str]:
+    """One line per profile from the conformance report, for the terminal."""
+    path = report_dir / "conformance-report.yaml"
+    if not path.is_file():
+        return [f"no conformance report was written ({path})"]
+    doc = yaml.safe_load(path.read_text())
+    lines = []
+    for profile in doc.get("profiles", []):
+        st = profile["statistics"]
+        lines.append(f"profile {profile['name']}: {profile['result']} ({st['passed']} passed, "
+                     f"{st['failed']} failed, {st['skipped']} skipped, {st['notSupported']} not supported)")
+        if profile["features"]["failed"]:
+            lines.append(f"  failing features: {', '.join(profile['features']['failed'])}")
+    return [*lines, f"report: {path}", f"datasheet: {report_dir / 'datasheet.md'}"]
+
+
+def run(opts: RunOptions, say: Say) -> int:
+    validate(opts)
+    lab = None
+    if not opts.kubeconfig:
+        from lbconform.lab.cluster import Lab
+
+        lab = Lab(progress=say)
+        if lab.dir.exists():
+            say("using the running lab as it is (its LB defects included); it stays running")
+            lab = None
+        else:
+            report = lab.up()
+            say(f"lab booted in {report.total:.1f}s")
+    try:
+        argv = pytest_argv(opts)
+        log.info("running %s", " ".join(argv))
+        code = subprocess.run(argv, cwd=data_dir("suites").parent, check=False).returncode
+    finally:
+        if lab is not None and not opts.keep_lab:
+            lab.down()
+            say("lab removed")
+    for line in summary(opts.report_dir.resolve()):
+        say(line)
+    if code == PYTEST_NO_TESTS:
+        raise UsageError("no test was selected: check --profile, --features and any -k expression")
+    return {PYTEST_OK: 0, PYTEST_FAILED: 1}.get(code, 2)

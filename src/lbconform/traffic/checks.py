@@ -1,0 +1,118 @@
+"""Traffic checks that converge: which backends answer through an address, from the client.
+
+A check holds only when it held for several new connections in a row (or once every wanted
+backend answered); one lucky answer proves nothing. Waits name what they awaited and say
+what they saw last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from lbconform.traffic.client import Client
+from lbconform.wait import WaitTimeout, await_convergence, poll_until
+
+#: Consecutive successes that make a traffic check hold.
+SUCCESSES = 3
+
+
+def wait_for_backends(client: Client, host: str, port: int, want: set[str], timeout: float) -> None:
+    """New connections until exactly ``want`` have answered ``/hostname``; an answer from a
+    backend outside ``want`` keeps the wait failing and shows as the last value."""
+    seen: set[str] = set()
+
+    def answered() -> bool:
+        seen.add(client.backend(host, port))
+        return seen == want
+
+    try:
+        poll_until(answered, timeout=timeout, interval=0.02, retry_on=(OSError,),
+                   description=f"all {len(want)} backends to answer through {host}:{port}")
+    except WaitTimeout as exc:
+        raise WaitTimeout(exc.description, exc.timeout, sorted(seen), exc.last_error) from None
+
+
+def wait_for_reachable(client: Client, host: str, port: int, timeout: float) -> None:
+    """``SUCCESSES`` new connections in a row get a 200 answer."""
+
+    def ok() -> bool:
+        return client.get(host, port).status == 200
+
+    await_convergence(ok, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                      description=f"{host}:{port} to answer")
+
+
+def wait_for_unreachable(client: Client, host: str, port: int, timeout: float, attempt: float = 1.0) -> None:
+    """``SUCCESSES`` new connections in a row fail (refused, reset or no answer in ``attempt``)."""
+
+    def fails() -> bool:
+        try:
+            client.get(host, port, timeout=attempt)
+        except OSError:
+            return True
+        return False
+
+    await_convergence(fails, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                      description=f"{host}:{port} to refuse or drop new connections")
+
+
+def spread(client: Client, host: str, port: int, connections: int) -> Counter[str]:
+    """How many of ``connections`` new connections each backend answered."""
+    return Counter(client.backend(host, port) for _ in range(connections))
+
+
+#: What a new connection ended with when no backend answered.
+TIMEOUT, REFUSED, RESET, ERROR = "timeout", "refused", "reset", "error"
+
+
+def answer_or_failure(client: Client, host: str, port: int) -> str:
+    """The backend that answers one new connection, or how the connection failed."""
+    try:
+        return client.backend(host, port)
+    except TimeoutError:
+        return TIMEOUT
+    except ConnectionRefusedError:
+        return REFUSED
+    except ConnectionResetError:
+        return RESET
+    except OSError as exc:
+        return f"{ERROR}: {exc}"
+
+
+def wait_for_source_kept(client: Client, host: str, port: int, timeout: float) -> None:
+    """``SUCCESSES`` new connections in a row show the backends the client's own address."""
+    last: list[tuple[str, str]] = []
+
+    def kept() -> bool:
+        seen, sent_from = client.source_seen(host, port)
+        last[:] = [(seen, sent_from)]
+        return seen == sent_from
+
+    try:
+        await_convergence(kept, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                          description=f"backends behind {host}:{port} to see the client's own address")
+    except WaitTimeout as exc:
+        raise WaitTimeout(exc.description, exc.timeout, {"seen, sent from": last}, exc.last_error) from None
+
+
+def wait_for_health_check(client: Client, node_ip: str, port: int, namespace: str, service: str,
+                          local_endpoints: int, timeout: float) -> None:
+    """kube-proxy's health check of a Service on one node answers 200 with local endpoints and 503
+    without, and its JSON body names the Service and the count, ``SUCCESSES`` times in a row."""
+    want = 200 if local_endpoints else 503
+    last: list[object] = []
+
+    def as_expected() -> bool:
+        answer = client.get(node_ip, port, "/healthz")
+        body = json.loads(answer.body)
+        last[:] = [answer.status, body]
+        return (answer.status == want and body["service"] == {"namespace": namespace, "name": service}
+                and body["localEndpoints"] == local_endpoints)
+
+    try:
+        await_convergence(as_expected, successes=SUCCESSES, timeout=timeout, interval=0.2,
+                          description=f"{node_ip}:{port}/healthz to answer {want} with "
+                                      f"localEndpoints={local_endpoints}")
+    except WaitTimeout as exc:
+        raise WaitTimeout(exc.description, exc.timeout, last, exc.last_error) from None

@@ -1,0 +1,101 @@
+"""The client side of every suite: one request on a new connection, from where the client is.
+
+Against the lab the client is the lab's client namespace (the "internet" in front of the
+VIPs): each call runs on a short-lived thread inside that namespace, so the test process
+stays in the root namespace where the apiserver is. Against a real cluster the client is
+this machine. Each answer carries the local address the connection left from, which is the
+client's real address unless a NAT sits in between (then ``--client-address`` states it).
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from lbconform.lab.nsexec import run_in_netns
+
+T = TypeVar("T")
+
+#: agnhost netexec answers these paths (see the backend manifests).
+HOSTNAME_PATH, CLIENT_IP_PATH = "/hostname", "/clientip"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: str
+    local_address: str
+
+
+@dataclass(frozen=True)
+class Client:
+    """Where traffic starts: ``netns`` None means this process's own network."""
+
+    netns: str | None = None
+    address: str | None = None
+    timeout: float = 3.0
+
+    def run(self, fn: Callable[[], T]) -> T:
+        return run_in_netns(self.netns, fn) if self.netns else fn()
+
+    def get(self, host: str, port: int, path: str = HOSTNAME_PATH, timeout: float | None = None) -> Answer:
+        """GET ``path`` on a new connection; raises OSError when the connection fails."""
+
+        def call() -> Answer:
+            conn = http.client.HTTPConnection(host, port, timeout=timeout or self.timeout)
+            try:
+                conn.request("GET", path, headers={"Connection": "close"})
+                local = conn.sock.getsockname()[0] if conn.sock else ""
+                resp = conn.getresponse()
+                return Answer(resp.status, resp.read(65536).decode(errors="replace").strip(), local)
+            finally:
+                conn.close()
+
+        return self.run(call)
+
+    def backend(self, host: str, port: int) -> str:
+        """The name of the backend that answers one new connection (agnhost ``/hostname``)."""
+        answer = self.get(host, port, HOSTNAME_PATH)
+        if answer.status != 200:
+            raise OSError(f"{host}:{port}{HOSTNAME_PATH} answered {answer.status}")
+        return answer.body
+
+    def source_seen(self, host: str, port: int) -> tuple[str, str]:
+        """(the address the backend saw, the address the client sent from)."""
+        answer = self.get(host, port, CLIENT_IP_PATH)
+        if answer.status != 200:
+            raise OSError(f"{host}:{port}{CLIENT_IP_PATH} answered {answer.status}")
+        seen = answer.body.rsplit(":", 1)[0].strip("[]")
+        return seen, self.address or answer.local_address
+
+    def address_toward(self, host: str, port: int) -> str:
+        """The client's address as a backend should see it: ``address`` if stated, else the local
+        address the kernel picks toward ``host`` (a UDP connect, which sends nothing)."""
+        if self.address:
+            return self.address
+
+        def pick() -> str:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.connect((host, port))
+                return str(sock.getsockname()[0])
+
+        return self.run(pick)
+
+    def udp_exchange(self, host: str, port: int, message: str, source_port: int = 0,
+                     timeout: float | None = None) -> str:
+        """Send one datagram (from a fixed source port when given) and return the answer."""
+
+        def call() -> str:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.settimeout(timeout or self.timeout)
+                if source_port:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind(("", source_port))
+                sock.sendto(message.encode(), (host, port))
+                data, _ = sock.recvfrom(65536)
+                return data.decode(errors="replace").strip()
+
+        return self.run(call)

@@ -1,0 +1,106 @@
+"""Health-check transitions: how fast a node leaves and rejoins the healthy set, measured against
+the provider's declared interval x threshold, and what counts as unhealthy."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fixtures.harness import MakeBackends, MakeService, Measure, NodeMarker
+from lbconform.features import Feature
+from lbconform.kube import tweaks
+from lbconform.providers.base import Declared
+from lbconform.traffic import checks
+from lbconform.traffic.client import Client
+
+HC, LOCAL, CLUSTER = (Feature.HEALTH_CHECK_TRANSITIONS, Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL,
+                      Feature.EXTERNAL_TRAFFIC_POLICY_CLUSTER)
+
+#: kube-proxy answers its health check ports from state it updates on each sync (at most its
+#: 1 s minSyncPeriod after a slice or node change).
+KUBE_PROXY_LAG = 1.0
+#: A terminating backend keeps serving this long, while the LB must take its node out.
+PRE_STOP_SECONDS, GRACE_SECONDS = 15, 30
+#: New connections that must all avoid a node the LB took out.
+CONNECTIONS = 20
+
+
+def allowed(declared: Declared, transition: float) -> float:
+    """The most a transition may take: the declared checks, one more interval for the phase of
+    the check cycle and a check's own timeout, and kube-proxy's lag."""
+    return transition + declared.health_check_interval + KUBE_PROXY_LAG
+
+
+@pytest.mark.features(HC, LOCAL)
+def test_unhealthy_after_last_local_endpoint_gone(make_backends: MakeBackends, make_service: MakeService,
+                                                  declared: Declared, measure: Measure) -> None:
+    """A node whose last local endpoint is gone leaves the healthy set within interval x threshold."""
+    backends = make_backends(tweaks.one_per_node, replicas=2)
+    lb = make_service(tweaks.traffic_policy_local)
+    lb.must_be_node_pool()
+    lb.wait_for_healthy(lb.node_ips(set(backends.by_node())))
+    backends.scale(1)
+    gone_at, left = lb.wait_for_endpoint_nodes(1)
+    unhealthy_at = lb.wait_for_healthy(lb.node_ips(left))
+    measure("time_to_unhealthy", unhealthy_at - gone_at, "s", declared=declared.time_to_unhealthy)
+    assert unhealthy_at - gone_at <= allowed(declared, declared.time_to_unhealthy)
+
+
+@pytest.mark.features(HC, LOCAL)
+def test_healthy_after_new_local_endpoint_ready(make_backends: MakeBackends, make_service: MakeService,
+                                                declared: Declared, measure: Measure) -> None:
+    """A node that gets a ready local endpoint joins the healthy set within interval x healthy threshold."""
+    backends = make_backends(tweaks.one_per_node, replicas=1)
+    lb = make_service(tweaks.traffic_policy_local)
+    lb.must_be_node_pool()
+    lb.wait_for_healthy(lb.node_ips(set(backends.by_node())))
+    backends.scale(2)
+    ready_at, nodes = lb.wait_for_endpoint_nodes(2, lb.target.timeouts.rollout)
+    healthy_at = lb.wait_for_healthy(lb.node_ips(nodes))
+    measure("time_to_healthy", healthy_at - ready_at, "s", declared=declared.time_to_healthy)
+    assert healthy_at - ready_at <= allowed(declared, declared.time_to_healthy)
+
+
+@pytest.mark.features(HC, LOCAL)
+def test_only_terminating_endpoints_fail_the_health_check(make_backends: MakeBackends,
+                                                          make_service: MakeService, client: Client,
+                                                          declared: Declared, measure: Measure) -> None:
+    """A node whose only local endpoint is terminating (still serving in preStop) leaves the healthy
+    set, and new connections stop reaching that endpoint."""
+    backends = make_backends(tweaks.one_per_node, tweaks.pre_stop_sleep(PRE_STOP_SECONDS),
+                             tweaks.grace_period(GRACE_SECONDS), replicas=2)
+    lb = make_service(tweaks.traffic_policy_local)
+    lb.must_be_node_pool()
+    lb.wait_for_healthy(lb.node_ips(set(backends.by_node())))
+    pods = next(iter(backends.by_node().values()))
+    victim = pods[0]["metadata"]["name"]
+    backends.delete_pod(victim)
+    terminating_at, left = lb.wait_for_endpoint_nodes(1)
+    unhealthy_at = lb.wait_for_healthy(lb.node_ips(left))
+    measure("time_to_unhealthy_terminating", unhealthy_at - terminating_at, "s",
+            declared=declared.time_to_unhealthy)
+    assert lb.endpoint_serving(victim), "the terminating endpoint stopped serving before the check"
+    answers = [checks.answer_or_failure(client, lb.vip, lb.port()) for _ in range(CONNECTIONS)]
+    assert victim not in answers and set(answers) <= backends.names(), answers
+
+
+@pytest.mark.exclusive
+@pytest.mark.features(HC, CLUSTER)
+def test_node_to_be_deleted_leaves_cluster_policy_pool(make_backends: MakeBackends, make_service: MakeService,
+                                                       mark_node: NodeMarker, declared: Declared,
+                                                       measure: Measure) -> None:
+    """A node tainted ToBeDeletedByClusterAutoscaler fails kube-proxy's /healthz and leaves the healthy
+    set of externalTrafficPolicy=Cluster Services."""
+    make_backends()
+    lb = make_service(tweaks.traffic_policy_cluster)
+    lb.must_be_node_pool()
+    lb.wait_for_healthy(lb.node_ips())
+    node = sorted(lb.target.node_addresses())[0]
+    tainted_at = time.monotonic()
+    mark_node(node, {"key": "ToBeDeletedByClusterAutoscaler", "value": str(int(time.time())),
+                     "effect": "PreferNoSchedule"})
+    unhealthy_at = lb.wait_for_healthy(lb.node_ips() - lb.node_ips({node}))
+    measure("time_to_unhealthy_node_deleted", unhealthy_at - tainted_at, "s",
+            declared=declared.time_to_unhealthy)
+    assert unhealthy_at - tainted_at <= allowed(declared, declared.time_to_unhealthy)

@@ -1,0 +1,90 @@
+"""LoadBalancer lifecycle: provisioning, changes, deprovisioning and the cleanup finalizer."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fixtures.harness import MakeBackends, MakeService, Measure
+from lbconform.features import Feature
+from lbconform.kube import tweaks
+from lbconform.kube.jig import CLEANUP_FINALIZER
+from lbconform.kube.manifests import Tweak
+
+pytestmark = pytest.mark.features(Feature.LOAD_BALANCER_LIFECYCLE)
+
+
+def test_ingress_assigned_and_reachable(make_backends: MakeBackends, make_service: MakeService,
+                                        measure: Measure) -> None:
+    """A new LoadBalancer Service gets an ingress address within lb_create and reaches every backend."""
+    backends = make_backends()
+    start = time.monotonic()
+    lb = make_service()
+    vip = lb.vip
+    measure("lb_provisioning", time.monotonic() - start, "s")
+    lb.wait_for_backends(backends.names())
+    measure("lb_first_traffic", time.monotonic() - start, "s")
+    assert vip == lb.jig.ingress()
+
+
+def test_cleanup_finalizer_while_provisioned(make_backends: MakeBackends, make_service: MakeService) -> None:
+    """A provisioned load balancer holds the Service with the load-balancer-cleanup finalizer."""
+    make_backends(replicas=1)
+    lb = make_service()
+    lb.wait_for_ingress()
+    assert CLEANUP_FINALIZER in lb.jig.finalizers()
+
+
+def test_port_change(make_backends: MakeBackends, make_service: MakeService) -> None:
+    """Changing the Service port moves the listener: the new port serves and the old one stops."""
+    backends = make_backends(replicas=1)
+    lb = make_service()
+    lb.wait_for_backends(backends.names())
+    lb.update(tweaks.set_port(8080))
+    lb.wait_for_backends(backends.names(), port=8080)
+    lb.wait_for_unreachable(port=80)
+
+
+def test_type_change_from_cluster_ip_provisions(make_backends: MakeBackends,
+                                                make_service: MakeService) -> None:
+    """A ClusterIP Service changed to type LoadBalancer gets an address and reaches its backends."""
+    backends = make_backends(replicas=1)
+    lb = make_service(tweaks.service_type("ClusterIP"))
+    lb.update(tweaks.service_type("LoadBalancer"))
+    lb.wait_for_backends(backends.names())
+
+
+def test_type_change_to_cluster_ip_deprovisions(make_backends: MakeBackends, make_service: MakeService,
+                                                measure: Measure) -> None:
+    """A LoadBalancer Service changed to ClusterIP loses its address, finalizer and traffic."""
+    backends = make_backends(replicas=1)
+    lb = make_service()
+    lb.wait_for_backends(backends.names())
+    start = time.monotonic()
+    lb.update(tweaks.service_type("ClusterIP"))
+    lb.jig.wait_for_deprovisioned(lb.target.timeouts.lb_delete)
+    measure("lb_deprovisioning", time.monotonic() - start, "s")
+    lb.wait_for_unreachable()
+
+
+def test_delete_deprovisions(make_backends: MakeBackends, make_service: MakeService,
+                             measure: Measure) -> None:
+    """A deleted LoadBalancer Service is gone within lb_delete and its address stops serving."""
+    backends = make_backends(replicas=1)
+    lb = make_service()
+    lb.wait_for_backends(backends.names())
+    port = lb.port()
+    start = time.monotonic()
+    lb.jig.delete_and_wait(lb.target.timeouts.lb_delete)
+    measure("lb_deletion", time.monotonic() - start, "s")
+    lb.wait_for_unreachable(port)
+
+
+def test_without_node_ports(make_backends: MakeBackends, make_service: MakeService,
+                            no_node_ports: Tweak) -> None:
+    """With allocateLoadBalancerNodePorts false, no node port is allocated and the VIP still serves."""
+    backends = make_backends()
+    lb = make_service(no_node_ports)
+    assert all("nodePort" not in p for p in lb.service()["spec"]["ports"])
+    lb.wait_for_backends(backends.names())

@@ -1,0 +1,79 @@
+"""``lbconform run`` against the lab: the core and extended profiles pass on the reference LB in
+every mode, the report validates, and a run boots and removes a lab only when none is running."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lbconform.lab.cluster import Lab
+from lbconform.report import schema
+
+pytestmark = pytest.mark.lab
+
+#: Tests that report *not supported* in a mode, because what they check does not exist there:
+#: node health checks and node pools in pod mode, a VIP without node ports in nodeport mode.
+NOT_SUPPORTED_IN_MODE = {
+    "node": set(),
+    "nodeport": {"test_lifecycle::test_without_node_ports"},
+    "pod": {"test_backend_pool::test_cluster_policy_pool_is_every_node",
+            "test_backend_pool::test_local_policy_pool_sends_to_nodes_with_endpoints",
+            "test_health_checks::test_healthy_after_new_local_endpoint_ready",
+            "test_health_checks::test_node_to_be_deleted_leaves_cluster_policy_pool",
+            "test_health_checks::test_only_terminating_endpoints_fail_the_health_check",
+            "test_health_checks::test_unhealthy_after_last_local_endpoint_gone"},
+}
+#: A whole run of both profiles must end within this (it takes about three minutes).
+RUN_SECONDS = 900
+
+
+def lbconform_run(*args: str, report_dir: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "lbconform.cli", "run", "--report-dir", str(report_dir), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS, check=False)
+
+
+def report(report_dir: Path) -> dict[str, object]:
+    doc: dict[str, object] = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
+    return doc
+
+
+@pytest.mark.parametrize("mode", sorted(NOT_SUPPORTED_IN_MODE))
+def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode: str, tmp_path: Path) -> None:
+    result = lbconform_run("--profile", "core", "--profile", "extended", "-n", "2", "--mode", mode,
+                           report_dir=tmp_path)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    doc = report(tmp_path)
+    assert schema.validate(doc) == [] and schema.check_statistics(doc) == []
+    profiles = {p["name"]: p for p in doc["profiles"]}  # type: ignore[attr-defined]
+    assert set(profiles) == {"core", "extended"}
+    not_supported = set()
+    for p in profiles.values():
+        assert p["statistics"]["failed"] == 0 and p["statistics"]["skipped"] == 0, p
+        not_supported |= set(p["tests"]["notSupported"])
+    assert not_supported == NOT_SUPPORTED_IN_MODE[mode]
+    assert doc["target"] == {"kind": "lab", "kubernetesVersion": "v1.36.3",  # type: ignore[comparison-overlap]
+                             "nodes": ["node-1", "node-2", "node-3"], "provider": "lab", "mode": mode}
+    assert (tmp_path / "junit.xml").is_file() and (tmp_path / "datasheet.md").is_file()
+    assert (tmp_path / "allure-results" / "environment.properties").is_file()
+    assert "| time_to_unhealthy |" in (tmp_path / "datasheet.md").read_text() or mode == "pod"
+    assert lab.dir.exists(), "a run must leave a lab it did not boot running"
+
+
+@pytest.mark.lab_lifecycle
+def test_run_boots_a_lab_and_removes_it(no_lab: Lab, tmp_path: Path) -> None:
+    result = lbconform_run("-n", "1", "--", "-k", "test_ingress_assigned_and_reachable", report_dir=tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "lab booted" in result.stderr and "lab removed" in result.stderr
+    assert not no_lab.dir.exists()
+    assert report(tmp_path)["profiles"][0]["statistics"]["passed"] == 1  # type: ignore[index]
+
+
+def test_run_with_nothing_selected_says_so(lab: Lab, tmp_path: Path) -> None:
+    result = lbconform_run("-n", "1", "--", "-k", "no_such_test", report_dir=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "lbconform: error: no test was selected: check --profile, --features and any -k expression")

@@ -1,0 +1,70 @@
+"""Every applicable defect of the reference LB makes a named conformance test fail, and the
+report names the failing feature: the table below is checked row by row, through ``lbconform run``
+against the running lab with the defect switched on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lbconform.features import Feature
+from lbconform.lab.cluster import Lab
+from lbconform.lab.lb.client import LabLB
+from lbconform.lab.lb.params import DEFECTS
+from tests.lab.test_run import lbconform_run
+
+pytestmark = pytest.mark.lab
+
+#: defect -> (the lab mode the suite runs in, the suite tests that must fail, the feature the report
+#: must list as failed).
+DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
+    "ignore-health": ("node", ("test_traffic_policy_local::test_only_nodes_with_local_endpoint_get_traffic",
+                               "test_health_checks::test_only_terminating_endpoints_fail_the_health_check"),
+                      Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
+    "slow-unhealthy": ("node", ("test_health_checks::test_unhealthy_after_last_local_endpoint_gone",),
+                       Feature.HEALTH_CHECK_TRANSITIONS),
+    "stale-pool": ("pod", ("test_backend_pool::test_pod_pool_follows_scale_down",), Feature.POD_BACKEND_POOL),
+    "node-ips-in-pod-pool": ("pod", ("test_backend_pool::test_pod_pool_equals_ready_pod_ips",),
+                             Feature.POD_BACKEND_POOL),
+    "snat-local": ("node", ("test_traffic_policy_local::test_client_source_ip_preserved",),
+                   Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
+    "ignore-source-ranges": ("pod", ("test_source_ranges::test_source_range_denies_unlisted_client",),
+                             Feature.SOURCE_RANGES),
+    "no-affinity": ("node", ("test_session_affinity::test_client_ip_affinity_keeps_one_backend",),
+                    Feature.SESSION_AFFINITY),
+}
+#: Defects of flows over time: the idle and keepalive suites (issue 5) are the ones to catch them.
+NOT_YET_APPLICABLE = {"no-pinning", "reset-on-change", "short-idle", "no-drain"}
+
+
+def test_every_defect_is_in_the_table() -> None:
+    assert set(DEFECT_SUITES) | NOT_YET_APPLICABLE == set(DEFECTS)
+    assert not set(DEFECT_SUITES) & NOT_YET_APPLICABLE
+
+
+@pytest.fixture
+def defect(request: pytest.FixtureRequest, lab: Lab) -> Iterator[str]:
+    lb = LabLB()
+    before = lb.defects()
+    lb.set_defects([request.param])
+    try:
+        yield request.param
+    finally:
+        lb.set_defects(before)
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECT_SUITES), indirect=True)
+def test_suite_catches_defect(defect: str, tmp_path: Path) -> None:
+    mode, tests, feature = DEFECT_SUITES[defect]
+    names = " or ".join(t.split("::")[1] for t in tests)
+    result = lbconform_run("--profile", "core", "--profile", "extended", "--mode", mode, "-n", "1",
+                           "--", "-k", names, report_dir=tmp_path)
+    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
+    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
+    failing_features = {f for p in doc["profiles"] for f in p["features"]["failed"]}
+    assert failed == set(tests), result.stdout[-4000:]
+    assert feature.value in failing_features

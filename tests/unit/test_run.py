@@ -1,0 +1,93 @@
+"""``lbconform run``: every bad input is one line, exit 2, and nothing is made (no lab booted)."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lbconform.lab.cluster import Lab
+from lbconform.run import RunOptions, pytest_argv
+
+BAD_INPUT = [
+    (["--provider", "aks"], "no provider named 'aks'"),
+    (["--mode", "turbo"], "--mode 'turbo': the lab provider has modes node, nodeport, pod"),
+    (["--profile", "gold"], "unknown profile 'gold': profiles are core, extended, chaos"),
+    (["--features", "Teleport"], "unknown feature 'Teleport'"),
+    (["--timeout", "lb_create=soon"], "not a duration: 'soon'"),
+    (["--timeout", "coffee=5m"], "--timeout 'coffee=5m': use NAME=DURATION with NAME one of lb_create"),
+    (["-n", "0"], "-n 0: the number of test processes must be at least 1"),
+    (
+        ["--kubeconfig", "/nonexistent/kubeconfig", "--provider", "generic"],
+        "--kubeconfig /nonexistent/kubeconfig: no such file",
+    ),
+    (["--kubeconfig", __file__], "the lab provider reads the lab's own load balancer"),
+    (["--context", "prod"], "--context needs --kubeconfig"),
+    (["--provider-option", "flavour"], "--provider-option 'flavour': use NAME=VALUE"),
+    (
+        ["--provider", "kind", "--provider-option", "flavour=x"],
+        "--provider-option flavour: the kind provider",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT)
+def test_bad_input_is_one_line_and_makes_nothing(args: list[str], message: str, tmp_path: Path) -> None:
+    lab_before = Lab().dir.exists()
+    result = subprocess.run(
+        [sys.executable, "-m", "lbconform.cli", "run", "--report-dir", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lbconform: error: ") and message in lines[0], lines
+    assert Lab().dir.exists() == lab_before
+    assert not any(tmp_path.iterdir())
+
+
+def test_pytest_argv_carries_every_choice() -> None:
+    opts = RunOptions(
+        kubeconfig="/k",
+        context="c",
+        provider="generic",
+        mode="m",
+        profiles=["core", "extended"],
+        features=["UDP"],
+        exempt_features=["SourceRanges"],
+        timeouts=["lb_create=5m"],
+        provider_options=["a=b"],
+        workers=3,
+        report_dir=Path("/r"),
+        implementation={"project": "p", "version": ""},
+        contacts=["me"],
+        pytest_args=["-k", "x"],
+    )
+    argv = pytest_argv(opts)
+    pairs = set(itertools.pairwise(argv))
+    for pair in [
+        ("--provider", "generic"),
+        ("--profile", "core"),
+        ("--profile", "extended"),
+        ("--features", "UDP"),
+        ("--exempt-features", "SourceRanges"),
+        ("--lbconform-timeout", "lb_create=5m"),
+        ("--provider-option", "a=b"),
+        ("-n", "3"),
+        ("--kubeconfig", "/k"),
+        ("--context", "c"),
+        ("--mode", "m"),
+        ("--implementation-project", "p"),
+        ("--implementation-contact", "me"),
+        ("--report-dir", "/r"),
+        ("--alluredir", "/r/allure-results"),
+        ("--junitxml", "/r/junit.xml"),
+    ]:
+        assert pair in pairs, pair
+    assert "--implementation-version" not in argv
+    assert argv[-2:] == ["-k", "x"]
