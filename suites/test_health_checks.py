@@ -10,7 +10,7 @@ import pytest
 from fixtures.harness import MakeBackends, MakeService, Measure, NodeMarker
 from lbconform.features import Feature
 from lbconform.kube import tweaks
-from lbconform.providers.base import Declared
+from lbconform.providers.base import Declared, Provider
 from lbconform.traffic import checks
 from lbconform.traffic.client import Client
 
@@ -34,8 +34,9 @@ def allowed(declared: Declared, transition: float) -> float:
 
 @pytest.mark.features(HC, LOCAL)
 def test_unhealthy_after_last_local_endpoint_gone(make_backends: MakeBackends, make_service: MakeService,
-                                                  declared: Declared, measure: Measure) -> None:
+                                                  provider: Provider, measure: Measure) -> None:
     """A node whose last local endpoint is gone leaves the healthy set within interval x threshold."""
+    declared = provider.declared_for("Local")
     backends = make_backends(tweaks.one_per_node, replicas=2)
     lb = make_service(tweaks.traffic_policy_local)
     lb.must_be_node_pool()
@@ -49,8 +50,9 @@ def test_unhealthy_after_last_local_endpoint_gone(make_backends: MakeBackends, m
 
 @pytest.mark.features(HC, LOCAL)
 def test_healthy_after_new_local_endpoint_ready(make_backends: MakeBackends, make_service: MakeService,
-                                                declared: Declared, measure: Measure) -> None:
+                                                provider: Provider, measure: Measure) -> None:
     """A node that gets a ready local endpoint joins the healthy set within interval x healthy threshold."""
+    declared = provider.declared_for("Local")
     backends = make_backends(tweaks.one_per_node, replicas=1)
     lb = make_service(tweaks.traffic_policy_local)
     lb.must_be_node_pool()
@@ -65,9 +67,10 @@ def test_healthy_after_new_local_endpoint_ready(make_backends: MakeBackends, mak
 @pytest.mark.features(HC, LOCAL)
 def test_only_terminating_endpoints_fail_the_health_check(make_backends: MakeBackends,
                                                           make_service: MakeService, client: Client,
-                                                          declared: Declared, measure: Measure) -> None:
+                                                          provider: Provider, measure: Measure) -> None:
     """A node whose only local endpoint is terminating (still serving in preStop) leaves the healthy
     set, and new connections stop reaching that endpoint."""
+    declared = provider.declared_for("Local")
     backends = make_backends(tweaks.one_per_node, tweaks.pre_stop_sleep(PRE_STOP_SECONDS),
                              tweaks.grace_period(GRACE_SECONDS), replicas=2)
     lb = make_service(tweaks.traffic_policy_local)
@@ -88,10 +91,11 @@ def test_only_terminating_endpoints_fail_the_health_check(make_backends: MakeBac
 @pytest.mark.exclusive
 @pytest.mark.features(HC, CLUSTER)
 def test_node_to_be_deleted_leaves_cluster_policy_pool(make_backends: MakeBackends, make_service: MakeService,
-                                                       mark_node: NodeMarker, declared: Declared,
+                                                       mark_node: NodeMarker, provider: Provider,
                                                        measure: Measure) -> None:
     """A node tainted ToBeDeletedByClusterAutoscaler fails kube-proxy's /healthz and leaves the healthy
     set of externalTrafficPolicy=Cluster Services."""
+    declared = provider.declared_for("Cluster")
     make_backends()
     lb = make_service(tweaks.traffic_policy_cluster)
     lb.must_be_node_pool()

@@ -147,6 +147,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_traffic(args: argparse.Namespace) -> int:
+    from lbconform.traffic.bench import bench_traffic
+
+    return bench_traffic(connections=args.connections, seconds=args.seconds, concurrency=args.concurrency,
+                         say=_say)
+
+
 def cmd_bench_lab(args: argparse.Namespace) -> int:
     from lbconform.lab.bench import bench_lab
 
@@ -226,6 +233,11 @@ def parser() -> argparse.ArgumentParser:
     bl.add_argument("--nodes", type=int, default=3)
     bl.add_argument("--rounds", type=int, default=3)
     bl.set_defaults(func=cmd_bench_lab)
+    bt = bench.add_parser("traffic", help="the traffic engines beside wrk, against a lab VIP")
+    bt.add_argument("--connections", type=int, default=10_000, help="long-lived connections to hold")
+    bt.add_argument("--seconds", type=int, default=10, help="duration of each rate measurement")
+    bt.add_argument("--concurrency", type=int, default=64, help="requests in flight in the rate measurements")
+    bt.set_defaults(func=cmd_bench_traffic)
     return p
 
 

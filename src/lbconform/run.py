@@ -133,6 +133,8 @@ def run(opts: RunOptions, say: Say) -> int:
         else:
             report = lab.up()
             say(f"lab booted in {report.total:.1f}s")
+    for stale in ("conformance-report.yaml", "datasheet.md", "junit.xml"):
+        (opts.report_dir / stale).unlink(missing_ok=True)
     try:
         argv = pytest_argv(opts)
         log.info("running %s", " ".join(argv))

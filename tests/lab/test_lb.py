@@ -8,11 +8,11 @@ from functools import partial
 import pytest
 
 from lbconform.kube import objects, tweaks
+from lbconform.kube.jig import CLEANUP_FINALIZER
 from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.rawapi import ApiError
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.client import LabLB
-from lbconform.lab.lb.params import CLEANUP_FINALIZER
 from lbconform.traffic.fleet import Fleet, KeepAlive
 from lbconform.wait import poll_until
 from tests.lab.helpers import (

@@ -18,13 +18,17 @@ from tests.lab.test_run import lbconform_run
 
 pytestmark = pytest.mark.lab
 
+IDLE_BELOW = "test_idle_and_keepalive::test_flows_idle_below_the_timeout_survive_a_change"
+IN_FLIGHT = "test_graceful_termination::test_in_flight_requests_finish_during_pre_stop"
+
 #: defect -> (the lab mode the suite runs in, the suite tests that must fail, the feature the report
 #: must list as failed).
 DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
     "ignore-health": ("node", ("test_traffic_policy_local::test_only_nodes_with_local_endpoint_get_traffic",
                                "test_health_checks::test_only_terminating_endpoints_fail_the_health_check"),
                       Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
-    "slow-unhealthy": ("node", ("test_health_checks::test_unhealthy_after_last_local_endpoint_gone",),
+    "slow-unhealthy": ("node", ("test_health_checks::test_unhealthy_after_last_local_endpoint_gone",
+                                "test_graceful_termination::test_rolling_update_fails_no_request[Local-daemonset]"),
                        Feature.HEALTH_CHECK_TRANSITIONS),
     "stale-pool": ("pod", ("test_backend_pool::test_pod_pool_follows_scale_down",), Feature.POD_BACKEND_POOL),
     "node-ips-in-pod-pool": ("pod", ("test_backend_pool::test_pod_pool_equals_ready_pod_ips",),
@@ -35,14 +39,22 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
                              Feature.SOURCE_RANGES),
     "no-affinity": ("node", ("test_session_affinity::test_client_ip_affinity_keeps_one_backend",),
                     Feature.SESSION_AFFINITY),
+    "short-idle": ("node", (IDLE_BELOW, "test_idle_and_keepalive::test_idle_timeout_measured"),
+                   Feature.IDLE_TIMEOUT),
+    "no-pinning": ("node", (IDLE_BELOW, IN_FLIGHT), Feature.IDLE_TIMEOUT),
+    "reset-on-change": ("node", (IDLE_BELOW, IN_FLIGHT), Feature.GRACEFUL_TERMINATION),
+    "no-drain": ("node", (IN_FLIGHT,), Feature.GRACEFUL_TERMINATION),
 }
-#: Defects of flows over time: the idle and keepalive suites (issue 5) are the ones to catch them.
-NOT_YET_APPLICABLE = {"no-pinning", "reset-on-change", "short-idle", "no-drain"}
 
 
 def test_every_defect_is_in_the_table() -> None:
-    assert set(DEFECT_SUITES) | NOT_YET_APPLICABLE == set(DEFECTS)
-    assert not set(DEFECT_SUITES) & NOT_YET_APPLICABLE
+    assert set(DEFECT_SUITES) == set(DEFECTS)
+
+
+def keyword(test: str) -> str:
+    """A ``-k`` expression for one suite test name, ``module::name[param-ids]``."""
+    name, _, params = test.split("::")[1].partition("[")
+    return "(" + " and ".join([name, *params.rstrip("]").split("-")]) + ")" if params else name
 
 
 @pytest.fixture
@@ -59,7 +71,7 @@ def defect(request: pytest.FixtureRequest, lab: Lab) -> Iterator[str]:
 @pytest.mark.parametrize("defect", sorted(DEFECT_SUITES), indirect=True)
 def test_suite_catches_defect(defect: str, tmp_path: Path) -> None:
     mode, tests, feature = DEFECT_SUITES[defect]
-    names = " or ".join(t.split("::")[1] for t in tests)
+    names = " or ".join(keyword(t) for t in tests)
     result = lbconform_run("--profile", "core", "--profile", "extended", "--mode", mode, "-n", "1",
                            "--", "-k", names, report_dir=tmp_path)
     assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]

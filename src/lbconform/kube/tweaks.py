@@ -122,6 +122,17 @@ def pre_stop_sleep(seconds: int) -> Tweak:
     return tweak
 
 
+def pre_stop_exec_sleep(seconds: int) -> Tweak:
+    """A preStop hook that runs ``sleep``: unlike the sleep action, the API lets it outlast the
+    grace period (which then cuts it short), so a broken ordering can be built."""
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            c.setdefault("lifecycle", {})["preStop"] = {"exec": {"command": ["sleep", str(seconds)]}}
+
+    tweak.__name__ = f"pre_stop_exec_sleep_{seconds}s"
+    return tweak
+
+
 def delay_shutdown(seconds: int) -> Tweak:
     """agnhost netexec keeps serving this long after SIGTERM (with /readyz at 503)."""
     def tweak(obj: Json) -> None:
@@ -130,6 +141,17 @@ def delay_shutdown(seconds: int) -> Tweak:
             c["args"] = [*args, f"--delay-shutdown={seconds}"]
 
     tweak.__name__ = f"delay_shutdown_{seconds}s"
+    return tweak
+
+
+def node_selector(node: str) -> Tweak:
+    """Pods only on the named node."""
+    def tweak(obj: Json) -> None:
+        spec = _pod_spec(obj)
+        if spec is not None:
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+
+    tweak.__name__ = f"node_selector_{node}"
     return tweak
 
 

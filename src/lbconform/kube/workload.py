@@ -7,11 +7,15 @@ suite needs the Kubernetes API itself.
 
 from __future__ import annotations
 
+import copy
+import time
 from dataclasses import dataclass
 
 from lbconform.kube import objects
-from lbconform.kube.manifests import Applier
+from lbconform.kube.manifests import Applier, Tweak
 from lbconform.kube.rawapi import Json
+from lbconform.traffic.timeline import Timeline
+from lbconform.wait import poll_until
 
 
 @dataclass
@@ -58,3 +62,83 @@ class Workload:
 
     def delete_pod(self, name: str) -> None:
         self.applier.api.delete(f"/api/v1/namespaces/{self.namespace}/pods/{name}")
+
+    def restart(self) -> None:
+        """A rolling update, as ``kubectl rollout restart`` makes one (a new template annotation)."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.applier.api.patch(self.path, {"spec": {"template": {"metadata": {"annotations": {
+            "lbconform.io/restartedAt": f"{stamp}-{time.monotonic_ns()}"}}}}})
+
+    def pod_names_ever(self) -> set[str]:
+        """Every pod of the workload the API still knows, terminating ones included."""
+        return {p["metadata"]["name"] for p in objects.pods(self.applier.api, self.namespace, self.selector)}
+
+    def roll(self, timeout: float, timeline: Timeline | None = None) -> None:
+        """A rolling update, waited for until every old pod is gone (not only until the new
+        ones are available: the old ones' termination is what clients may notice). Each pod
+        that starts terminating, goes away or becomes ready is an event on ``timeline``."""
+        old = self.pod_names_ever()
+        seen: dict[str, str] = {}
+
+        def note(name: str, what: str) -> None:
+            if seen.get(name) != what:
+                seen[name] = what
+                if timeline is not None:
+                    timeline.event(f"pod {what}", name)
+
+        if timeline is not None:
+            timeline.event("rollout started", f"{self.kind} {self.name}")
+        self.restart()
+
+        def done() -> bool:
+            api = self.applier.api
+            pods = {p["metadata"]["name"]: p for p in objects.pods(api, self.namespace, self.selector)}
+            for name, p in pods.items():
+                if p["metadata"].get("deletionTimestamp"):
+                    note(name, "terminating")
+                elif name not in old and objects.pod_ready(p):
+                    note(name, "ready")
+            for name in old - set(pods):
+                note(name, "gone")
+            return not (old & set(pods))
+
+        poll_until(done, timeout=timeout, interval=0.2,
+                   description=f"the rolling update of {self.kind} {self.namespace}/{self.name} to replace "
+                               f"every old pod")
+        self.wait_rolled_out(timeout)
+        if timeline is not None:
+            timeline.event("rollout done", f"{self.kind} {self.name}")
+
+    def wait_gone(self, pod: str, timeout: float, timeline: Timeline | None = None) -> None:
+        """Wait until ``pod`` no longer exists (its termination, preStop and grace included)."""
+        poll_until(lambda: pod not in self.pod_names_ever(), timeout=timeout, interval=0.2,
+                   description=f"pod {self.namespace}/{pod} to be gone")
+        if timeline is not None:
+            timeline.event("pod gone", pod)
+
+    def add_pod(self, node: str, name: str) -> Json:
+        """One more backend pod outside the workload's control, on ``node``: it joins the Service's
+        endpoints (same labels) without the workload replacing or removing any of its own."""
+        template = copy.deepcopy(self.applier.api.get(self.path)["spec"]["template"])
+        template["metadata"].pop("annotations", None)
+        template["spec"]["nodeName"] = node
+        template["spec"].pop("affinity", None)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": name},
+               "spec": template["spec"]}
+        created: Json = self.applier.create(pod)
+        poll_until(lambda: name in self.names(), timeout=objects.ROLLOUT_TIMEOUT_SECONDS, interval=0.2,
+                   description=f"extra backend pod {self.namespace}/{name} to be ready on {node}")
+        return created
+
+    def update(self, change: Tweak) -> None:
+        """Apply a tweak to the live workload (a rolling update when it changes the template)."""
+        obj = self.applier.api.get(self.path)
+        change(obj)
+        self.applier.api.put(self.path, obj)
+
+    def wait_replaced(self, old: set[str], timeout: float) -> set[str]:
+        """Until none of the ``old`` pods exists and the workload is rolled out; the new pods."""
+        poll_until(lambda: not (old & self.pod_names_ever()), timeout=timeout, interval=0.2,
+                   description=f"pods {sorted(old)} of {self.namespace}/{self.name} to be replaced")
+        self.wait_rolled_out(timeout)
+        return self.names()

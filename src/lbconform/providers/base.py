@@ -139,6 +139,11 @@ class Provider(ABC):
         """Annotations every test Service needs on this implementation."""
         return {}
 
+    def idle_timeout_annotations(self, seconds: int) -> dict[str, str]:
+        """Annotations that set a Service's idle timeout, where the implementation lets a Service
+        choose it (the idle suites then measure that value instead of a minutes-long default)."""
+        raise NotSupported(f"the {self.name} provider cannot set a Service's idle timeout")
+
     def needs_node_ports(self) -> bool:
         """Whether the implementation (in its mode) sends to node ports, so cannot do without them."""
         return False

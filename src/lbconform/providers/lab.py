@@ -23,6 +23,9 @@ class LabProvider(Provider):
     def service_annotations(self) -> dict[str, str]:
         return {f"{PREFIX}mode": self.mode} if self.mode else {}
 
+    def idle_timeout_annotations(self, seconds: int) -> dict[str, str]:
+        return {f"{PREFIX}idle-timeout-seconds": str(seconds)}
+
     def needs_node_ports(self) -> bool:
         return self.mode == "nodeport"
 

@@ -55,7 +55,12 @@ def attach_text(name: str, text: str) -> bool:
     return _attach(text, name, allure.attachment_type.TEXT)
 
 
-def _attach(body: str, name: str, kind: Any) -> bool:
+def attach_png(path: Path, name: str) -> bool:
+    """Attach a PNG file (a timeline) to the running test's Allure result."""
+    return _attach(path.read_bytes(), name, allure.attachment_type.PNG)
+
+
+def _attach(body: str | bytes, name: str, kind: Any) -> bool:
     if not allure_commons.plugin_manager.hook.attach_data.get_hookimpls():
         return False  # allure-pytest is not reporting (no --alluredir)
     try:

@@ -91,7 +91,7 @@ def feature_outcome(outcomes: Iterable[str]) -> str:
 
 def _profile(name: str, results: list[TestResult]) -> dict[str, Any]:
     own = {f.value for f in PROFILES[name]}
-    members = [r for r in results if own & set(r.features)]
+    members = [r for r in results if name in profiles_of(r.features)]
     tests: dict[str, list[str]] = {key: [] for key in _KEYS.values()}
     for r in members:
         tests[_KEYS[r.outcome]].append(r.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import resource
 import subprocess
 import sys
 import threading
@@ -136,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(threadName)s %(message)s")
+    # Container runtimes give containers a high open-files limit; backends holding thousands of
+    # connections (the traffic bench, the fleets) need it too, and inherit it from the agent.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     node = topo.node_by_name(args.node, args.nodes)
     peers: list[Any] = [topo.FABRIC_NS, topo.LB_NS] + [n.netns for n in topo.nodes(args.nodes)]
     Agent(node, LabDir(args.lab_dir), peers).run()

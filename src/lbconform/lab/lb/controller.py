@@ -274,10 +274,16 @@ class Controller:
         if st.params.backend_removal == "reset" or "no-drain" in self.defects:
             for k in removed:
                 self._forget_flows(st, st.pool.get(k) or st.ever_seen.get(k))
+        elif st.params.mode == "pod":
+            # UDP has no connection to drain: a flow pinned to a pod that left would go on being
+            # sent to it (every datagram refreshes the entry), as kube-proxy clears its own.
+            for k in removed:
+                self._forget_flows(st, st.pool.get(k) or st.ever_seen.get(k), protocol="udp")
 
-    def _forget_flows(self, st: ServiceState, backend: plan.Backend | None) -> None:
-        """Delete conntrack entries of the Service (or of one backend): their next packet is hashed again."""
-        argv = ["conntrack", "-D", "--orig-dst", st.vip]
+    def _forget_flows(self, st: ServiceState, backend: plan.Backend | None, protocol: str = "") -> None:
+        """Delete conntrack entries of the Service (or of one backend, of one protocol): their next
+        packet is hashed again."""
+        argv = ["conntrack", "-D", "--orig-dst", st.vip, *(["-p", protocol] if protocol else [])]
         if backend is not None:
             argv += ["--mark", str(backend.mark)] if st.params.mode == "node" else ["--reply-src", backend.ip]
         out = subprocess.run(argv, capture_output=True, text=True, check=False)

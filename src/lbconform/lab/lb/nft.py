@@ -69,7 +69,10 @@ def render(plans: list[ServicePlan], timeouts: set[tuple[int, str]]) -> str:
                 if r.marks:
                     marks = _map(hex(m) for m in r.marks)
                     pick = _hash(p, r.protocol, len(r.marks))
-                    mangle.append(f"{l4} ct state new ct mark set {pick} map {marks}")
+                    # Not only new flows: after the idle timeout a flow's first packet may come
+                    # from the server (a keepalive probe), leaving an entry whose client side is
+                    # the reply direction; the client's packets must still find their node.
+                    mangle.append(f"{l4} ct mark 0 ct mark set {pick} map {marks}")
                 else:
                     mangle.append(f"{l4} drop")
             elif r.targets:
@@ -79,7 +82,10 @@ def render(plans: list[ServicePlan], timeouts: set[tuple[int, str]]) -> str:
                 mangle.append(f"{l4} drop")
         if p.snat:
             snat.append(f"ct original ip daddr {p.vip} masquerade")
-    mangle.append("ct direction original ct mark != 0 meta mark set ct mark")
+    node_vips = sorted({p.vip for p in plans if p.mode == "node"})
+    if node_vips:
+        # Only packets toward a VIP are routed by their flow's mark (replies go to the client).
+        mangle.append(f"ip daddr {{ {', '.join(node_vips)} }} ct mark != 0 meta mark set ct mark")
     out.append(_chain("pick", "type filter hook prerouting priority mangle; policy accept;", mangle))
     out.append(_chain("to_backend", "type nat hook prerouting priority dstnat; policy accept;", dnat))
     out.append(_chain("masq", "type nat hook postrouting priority srcnat; policy accept;", snat))

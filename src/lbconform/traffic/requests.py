@@ -1,0 +1,218 @@
+"""A request loop: HTTP requests to one address at a target rate, each failure kept with its kind.
+
+Open loop, as load generators should be: request *n* is sent at ``start + n / rate`` whether
+or not earlier ones have answered, so a stalled backend shows up as timeouts rather than as
+a quietly lower rate. Two variants: a new connection per request (as upstream's rolling-update
+disruption check does) and keep-alive over a pool of connections, where a connection that
+fails is replaced by a new one. Every request ends as ``ok`` or as one failure kind: reset,
+refused, timeout, closed (the server closed before answering) or wrong-answer (a status or
+body the caller's check rejects); failures keep their time and detail, and every outcome
+can feed a timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from lbconform.traffic.loopthread import LoopThread
+
+OK, RESET, REFUSED, TIMEOUT, CLOSED, WRONG = "ok", "reset", "refused", "timeout", "closed", "wrong-answer"
+NEW_CONNECTION, KEEP_ALIVE = "new-connection", "keep-alive"
+
+#: How a request ended, and how it is told apart.
+Check = Callable[[int, str], bool]
+OnOutcome = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class Failure:
+    at: float
+    kind: str
+    detail: str
+
+
+@dataclass
+class LoopResult:
+    sent: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    failures: list[Failure] = field(default_factory=list)
+    backends: Counter[str] = field(default_factory=Counter)
+    latencies: list[float] = field(default_factory=list)
+    started: float = 0.0
+    ended: float = 0.0
+
+    @property
+    def failed(self) -> int:
+        return self.sent - self.outcomes[OK]
+
+    def failure_kinds(self) -> dict[str, int]:
+        return {k: v for k, v in self.outcomes.items() if k != OK}
+
+
+def _kind_of(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return REFUSED
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+        return RESET
+    if isinstance(exc, TimeoutError):
+        return TIMEOUT
+    return CLOSED
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, str]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1])
+    length = 0
+    for line in lines[1:]:
+        if line.lower().startswith("content-length:"):
+            length = int(line.split(":", 1)[1])
+    return status, (await reader.readexactly(length)).decode(errors="replace")
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+
+class RequestLoop:
+    """``run(rate, seconds)`` blocks and returns the result; ``start``/``stop`` run it alongside
+    something else (a rollout), with ``stop`` returning the result."""
+
+    def __init__(self, host: str, port: int, netns: str | None = None, *, path: str = "/hostname",
+                 variant: str = NEW_CONNECTION, timeout: float = 3.0, check: Check | None = None,
+                 on_outcome: OnOutcome | None = None) -> None:
+        if variant not in (NEW_CONNECTION, KEEP_ALIVE):
+            raise ValueError(f"variant {variant!r}: use {NEW_CONNECTION} or {KEEP_ALIVE}")
+        self.host, self.port, self.path, self.variant = host, port, path, variant
+        self.timeout = timeout
+        self.check = check or (lambda status, _body: status == 200)
+        self.on_outcome = on_outcome
+        self.result = LoopResult()
+        self._netns = netns
+        self._idle: list[_Conn] = []
+        self._stop: asyncio.Event | None = None
+        self._thread: LoopThread | None = None
+        self._done: Future[None] | None = None
+
+    # --- public ------------------------------------------------------------------------
+    def run(self, rate: float, seconds: float) -> LoopResult:
+        self.start(rate, seconds)
+        return self.wait()
+
+    def run_closed(self, concurrency: int, seconds: float) -> LoopResult:
+        """As fast as it goes: ``concurrency`` requests in flight at all times, for ``seconds``
+        (what a benchmark measures; the suites use the open loop)."""
+        self._thread = LoopThread(self._netns, name="request-loop")
+        self._done = self._thread.submit(self._drive_closed(concurrency, seconds))
+        return self.wait()
+
+    def start(self, rate: float, seconds: float | None = None) -> None:
+        """Send at ``rate`` per second until ``stop`` (or for ``seconds``)."""
+        if rate <= 0:
+            raise ValueError(f"rate {rate}: must be positive")
+        self._thread = LoopThread(self._netns, name="request-loop")
+        self._stop = asyncio.Event()
+        self._done = self._thread.submit(self._drive(rate, seconds))
+
+    def stop(self) -> LoopResult:
+        assert self._thread is not None and self._stop is not None
+        self._thread.loop.call_soon_threadsafe(self._stop.set)
+        return self.wait()
+
+    def wait(self) -> LoopResult:
+        assert self._thread is not None and self._done is not None
+        try:
+            self._done.result()
+        finally:
+            self._thread.close()
+        return self.result
+
+    # --- on the loop -------------------------------------------------------------------
+    async def _drive(self, rate: float, seconds: float | None) -> None:
+        assert self._stop is not None
+        loop = asyncio.get_running_loop()
+        self.result.started = time.time()
+        t0 = loop.time()
+        tasks: set[asyncio.Task[None]] = set()
+        n = 0
+        while not self._stop.is_set():
+            due = t0 + n / rate
+            if seconds is not None and due - t0 >= seconds:
+                break
+            delay = due - loop.time()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                    break
+                except TimeoutError:
+                    pass
+            task = loop.create_task(self._one())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            n += 1
+        if tasks:
+            await asyncio.wait(tasks)
+        for conn in self._idle:
+            conn.writer.close()
+        self.result.ended = time.time()
+
+    async def _drive_closed(self, concurrency: int, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.result.started = time.time()
+        end = loop.time() + seconds
+
+        async def worker() -> None:
+            while loop.time() < end:
+                await self._one()
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        for conn in self._idle:
+            conn.writer.close()
+        self.result.ended = time.time()
+
+    async def _one(self) -> None:
+        self.result.sent += 1
+        started = time.monotonic()
+        at = time.time()
+        conn: _Conn | None = None
+        try:
+            conn = await asyncio.wait_for(self._connection(), self.timeout)
+            close = "close" if self.variant == NEW_CONNECTION else "keep-alive"
+            conn.writer.write(f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\nConnection: {close}\r\n\r\n"
+                              .encode())
+            await conn.writer.drain()
+            status, body = await asyncio.wait_for(_read_response(conn.reader), self.timeout)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+            if conn is not None:
+                conn.writer.close()
+            self._record(_kind_of(exc), at, f"{type(exc).__name__}: {exc}")
+            return
+        if self.variant == KEEP_ALIVE:
+            self._idle.append(conn)
+        else:
+            conn.writer.close()
+        if not self.check(status, body):
+            self._record(WRONG, at, f"{status}: {body[:80]}")
+            return
+        self.result.latencies.append(time.monotonic() - started)
+        self.result.backends[body.strip()] += 1
+        self._record(OK, at, "")
+
+    async def _connection(self) -> _Conn:
+        if self.variant == KEEP_ALIVE and self._idle:
+            return self._idle.pop()
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        return _Conn(reader, writer)
+
+    def _record(self, kind: str, at: float, detail: str) -> None:
+        self.result.outcomes[kind] += 1
+        if kind != OK:
+            self.result.failures.append(Failure(at, kind, detail))
+        if self.on_outcome is not None:
+            self.on_outcome(kind, at)

@@ -1,0 +1,103 @@
+"""Graceful termination: with the LB's time to unhealthy (u) below the preStop sleep (p) and that
+below the grace period (g), rolling updates fail no request and in-flight requests finish; each
+broken inequality fails the requests it should, and the suite says which one and by how much."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.harness import MakeBackends, MakeFleet, MakeService, Measure, Traffic
+from lbconform.features import Feature
+from lbconform.kube import tweaks
+from lbconform.kube.workload import Workload
+from lbconform.providers.base import Provider
+from lbconform.termination import Ordering
+from lbconform.traffic.capture import resets_must_agree
+from lbconform.traffic.fleet import ALIVE
+from lbconform.traffic.timeline import Timeline
+
+pytestmark = pytest.mark.features(Feature.GRACEFUL_TERMINATION)
+
+#: Requests per second through a rollout, each on a new connection (as upstream's check sends).
+RATE = 20
+#: Requests per second while one badly configured pod terminates: enough that the seconds it is
+#: exposed cannot pass without failures.
+VIOLATION_RATE = 50
+#: A request that takes this long (agnhost runs the command before it answers) is in flight
+#: when its pod is deleted; the preStop must outlast it.
+LONG_REQUEST_SECONDS = 6
+CONNECTIONS = 30
+#: Orderings with one inequality broken, by test id: the inequality as the suite names it, and
+#: the ordering (u is the provider's, filled in by the test).
+VIOLATIONS = {
+    "p-below-u": ("p < u", Ordering(u=0, p=1, g=30, d=0)),
+    "g-below-p": ("g < p", Ordering(u=0, p=20, g=1, d=0)),
+    "no-prestop": ("no preStop", Ordering(u=0, p=None, g=30, d=0)),
+}
+
+
+@pytest.mark.parametrize("kind", ["deployment", "daemonset"])
+@pytest.mark.parametrize("policy", ["Cluster", "Local"])
+def test_rolling_update_fails_no_request(make_backends: MakeBackends, make_service: MakeService,
+                                         traffic: Traffic, provider: Provider, measure: Measure,
+                                         policy: str, kind: str) -> None:
+    """A rolling update with u < p < g fails no request (new connection each) and resets none."""
+    order = Ordering.correct(provider.declared_for(policy))
+    backends = make_backends(*order.tweaks(), kind=kind)
+    lb = make_service(tweaks.traffic_policy(policy))
+    lb.wait_for_backends(backends.names())
+    lb.wait_for_settled_pool(backends)
+    result = traffic.through(lb, RATE, lambda t: backends.roll(lb.target.timeouts.rollout, t))
+    order.record(measure)
+    measure("rollout_failed_requests", result.result.failed, "requests")
+    assert result.result.failed == 0, result.describe()
+    if result.wire_resets is not None:
+        resets_must_agree(result.socket_resets, result.wire_resets)
+
+
+@pytest.mark.parametrize("broken", sorted(VIOLATIONS))
+def test_ordering_violation_fails_requests(make_backends: MakeBackends, make_service: MakeService,
+                                           traffic: Traffic, provider: Provider, measure: Measure,
+                                           broken: str) -> None:
+    """A pod terminating with one inequality broken (p < u, g < p, or no preStop with an app that
+    stops at SIGTERM) fails requests while the LB still sends to its node; the suite names it."""
+    inequality, wrong = VIOLATIONS[broken]
+    order = wrong.with_u(provider.declared_for("Local").time_to_unhealthy)
+    backends = make_backends(tweaks.one_per_node, *order.tweaks(), replicas=2)
+    lb = make_service(tweaks.traffic_policy_local)
+    lb.must_be_node_pool()
+    lb.wait_for_settled_pool(backends)
+    victim = sorted(backends.names())[0]
+    result = traffic.through(lb, VIOLATION_RATE,
+                             lambda t: terminate(backends, victim, t, lb.target.timeouts.rollout))
+    order.record(measure)
+    measure("violation_exposed", order.exposed(), "s")
+    measure("violation_failed_requests", result.result.failed, "requests")
+    assert [b.split(":")[0] for b in order.broken()] == [inequality]
+    assert result.result.failed > 0, f"{order.broken()[0]}, yet no request failed:\n{result.describe()}"
+
+
+def terminate(backends: Workload, pod: str, timeline: Timeline, timeout: float) -> None:
+    timeline.event("pod deleted", pod)
+    backends.delete_pod(pod)
+    backends.wait_gone(pod, timeout, timeline)
+
+
+def test_in_flight_requests_finish_during_pre_stop(make_backends: MakeBackends, make_service: MakeService,
+                                                   make_fleet: MakeFleet, provider: Provider) -> None:
+    """Long requests in flight to a pod that is deleted finish during its preStop while the LB takes
+    its node out, and no connection to any backend is reset (a next request on each still works)."""
+    declared = provider.declared_for("Local")
+    order = Ordering.correct(declared).at_least(p=LONG_REQUEST_SECONDS + 4)
+    backends = make_backends(tweaks.one_per_node, *order.tweaks())
+    lb = make_service(tweaks.traffic_policy_local)
+    lb.must_be_node_pool()
+    lb.wait_for_settled_pool(backends)
+    fleet = make_fleet(lb, CONNECTIONS, timeout=LONG_REQUEST_SECONDS + lb.target.timeouts.request)
+    victim = max(backends.names(), key=lambda b: sum(c.backend == b for c in fleet.connections))
+    backends.delete_pod(victim)
+    fleet.request(f"/shell?cmd=sleep%20{LONG_REQUEST_SECONDS}")
+    outcomes = fleet.request()
+    assert outcomes == {ALIVE: CONNECTIONS}, [(c.backend, c.outcome, c.error) for c in fleet.connections
+                                              if c.outcome != ALIVE]
+    assert any(c.backend == victim for c in fleet.connections)
