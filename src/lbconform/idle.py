@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from lbconform.kube.workload import Workload
 from lbconform.lb import LoadBalancer
-from lbconform.traffic.capture import ResetCapture, capture_available
+from lbconform.traffic.capture import UNKNOWN, ResetCapture, attribute, capture_available
 from lbconform.traffic.fleet import ALIVE, Fleet, KeepAlive
 from lbconform.wait import Deadline
 
@@ -58,7 +58,7 @@ class IdleProbe:
         if self.extra is None:
             self.changes += 1
             self.extra = f"extra-{self.changes}"
-            self.backends.add_pod(node, self.extra)
+            self.backends.add_pod(node, self.extra, self.lb.target.timeouts.rollout)
         else:
             pod, self.extra = self.extra, None
             self.backends.delete_pod(pod)
@@ -84,9 +84,8 @@ class IdleProbe:
         finally:
             events = capture.stop() if capture is not None else []
         assert self.last is not None
-        conns = self.last.by_local_port()
-        self.wire_resets = None if capture is None else len(
-            {(r.dst, r.dport) for r in events if r.src == self.lb.vip and (r.dst, r.dport) in conns})
+        received = attribute(events, self.last.by_local_port())
+        self.wire_resets = None if capture is None else sum(n for k, n in received.items() if k != UNKNOWN)
         log.info("idle %.1fs, change=%s: %s, wire resets %s", seconds, change, outcomes, self.wire_resets)
         return outcomes
 

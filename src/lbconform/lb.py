@@ -99,15 +99,15 @@ class LoadBalancer:
         return {m.address for m in self.pool() if m.healthy is not False}
 
     def wait_for_healthy(self, want: set[str], timeout: float | None = None) -> float:
-        """Wait until the healthy set is ``want``; returns the monotonic time it was seen."""
+        """Wait until the healthy set is ``want`` (within health_transition unless told); returns
+        the monotonic time it was seen."""
         seen: dict[str, float] = {}
 
-        def matches() -> set[str] | None:
-            got = self.healthy()
-            if got == want:
+        def matches() -> bool:
+            if self.healthy() == want:
                 seen["at"] = time.monotonic()
-                return got
-            return None
+                return True
+            return False
 
         poll_until(matches, timeout=timeout or self.target.timeouts.health_transition,
                    interval=OBSERVE_INTERVAL,
@@ -156,15 +156,9 @@ class LoadBalancer:
                            description=f"ready endpoints of {self.namespace}/{self.name} on {want} nodes")
         return seen["at"], nodes
 
-    def wait_for_pool(self, want: set[str], timeout: float | None = None) -> set[str]:
-        """Wait until the addresses the LB sends to are ``want``."""
-        def matches() -> set[str] | None:
-            got = self.healthy()
-            return got if got == want else None
-
-        return poll_until(matches, timeout=timeout or self.target.timeouts.endpoint_lag,
-                          interval=OBSERVE_INTERVAL,
-                          description=f"the LB's pool of {self.namespace}/{self.name} to be {sorted(want)}")
+    def wait_for_pool(self, want: set[str]) -> None:
+        """Wait until the addresses the LB sends to are ``want`` (a pool change: endpoint_lag)."""
+        self.wait_for_healthy(want, self.target.timeouts.endpoint_lag)
 
     def endpoint_serving(self, pod: str) -> bool:
         """Whether the pod's endpoint is still in the Service's slices and serving."""

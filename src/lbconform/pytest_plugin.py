@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import tempfile
 import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -118,6 +119,16 @@ def pytest_configure_node(node: Any) -> None:
 
 def run_id(config: pytest.Config) -> str:
     return config.stash[_RUN_ID]
+
+
+def share_lock(config: pytest.Config) -> Path:
+    """The file whose flock lets ``exclusive`` suite tests have the cluster alone (one per run)."""
+    return Path(tempfile.gettempdir()) / f"lbconform-{run_id(config)}.lock"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and _RUN_ID in config.stash:
+        share_lock(config).unlink(missing_ok=True)
 
 
 def load_provider(config: pytest.Config) -> Any:

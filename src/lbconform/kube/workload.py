@@ -116,7 +116,7 @@ class Workload:
         if timeline is not None:
             timeline.event("pod gone", pod)
 
-    def add_pod(self, node: str, name: str) -> Json:
+    def add_pod(self, node: str, name: str, timeout: float) -> Json:
         """One more backend pod outside the workload's control, on ``node``: it joins the Service's
         endpoints (same labels) without the workload replacing or removing any of its own."""
         template = copy.deepcopy(self.applier.api.get(self.path)["spec"]["template"])
@@ -126,7 +126,7 @@ class Workload:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": name},
                "spec": template["spec"]}
         created: Json = self.applier.create(pod)
-        poll_until(lambda: name in self.names(), timeout=objects.ROLLOUT_TIMEOUT_SECONDS, interval=0.2,
+        poll_until(lambda: name in self.names(), timeout=timeout, interval=0.2,
                    description=f"extra backend pod {self.namespace}/{name} to be ready on {node}")
         return created
 

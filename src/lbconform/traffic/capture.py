@@ -389,6 +389,12 @@ def attribute(resets: Iterable[Reset], connections: Mapping[tuple[str, int], str
     return counts
 
 
+def from_server(resets: Iterable[Reset], host: str, port: int) -> int:
+    """Connections reset by ``host:port`` (the VIP) toward the client, each once: the count for
+    traffic whose connections the caller did not keep (a new connection per request)."""
+    return len({(r.dst, r.dport) for r in resets if r.src == host and r.sport == port})
+
+
 def sent_by_client(resets: Iterable[Reset], connections: Mapping[tuple[str, int], str]) -> int:
     """Connections the client itself reset (a reset that leaves a client end), each once."""
     return len({src for src, _ in map(_ends, resets) if src in connections})

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lbconform.traffic.capture import ResetCapture, capture_available
+from lbconform.traffic.capture import ResetCapture, capture_available, from_server
 from lbconform.traffic.client import Client
 from lbconform.traffic.requests import NEW_CONNECTION, RESET, LoopResult, RequestLoop
 from lbconform.traffic.timeline import Timeline
@@ -82,6 +82,5 @@ def through(client: Client, host: str, port: int, rate: float, action: Action, *
             result = loop.stop()
     finally:
         events = capture.stop() if capture is not None else []
-    to_client = {(r.dst, r.dport) for r in events if r.src == host and r.sport == port}
-    wire = None if capture is None else len(to_client)
+    wire = None if capture is None else from_server(events, host, port)
     return Disruption(result, timeline, wire, reason or "")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from lbconform.traffic.loopthread import LoopThread
+from lbconform.traffic.requests import read_response
 
 T = TypeVar("T")
 
@@ -176,7 +177,7 @@ class Fleet:
         assert c.reader is not None
         try:
             while True:
-                body = await self._response(c.reader)
+                _, body = await read_response(c.reader)
                 if c.waiting is not None and not c.waiting.done():
                     c.waiting.set_result(body)
         except asyncio.CancelledError:
@@ -197,20 +198,11 @@ class Fleet:
             if c.outcome == ALIVE:
                 self._end(c, TIMEOUT, exc)
             return
-        except (OSError, EOFError, asyncio.CancelledError) as exc:
+        except (OSError, asyncio.CancelledError) as exc:
             if c.outcome == ALIVE:
                 self._end(c, _outcome_of(exc), exc)
             return
         c.backends.append(body.strip())
-
-    @staticmethod
-    async def _response(reader: asyncio.StreamReader) -> str:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.decode(errors="replace").split("\r\n"):
-            if line.lower().startswith("content-length:"):
-                length = int(line.split(":", 1)[1])
-        return (await reader.readexactly(length)).decode(errors="replace")
 
     def _end(self, c: Connection, outcome: str, exc: BaseException) -> None:
         if c.outcome != ALIVE:
@@ -219,7 +211,7 @@ class Fleet:
         c.ended_at = time.time()
         c.error = f"{type(exc).__name__}: {exc}"
         if c.waiting is not None and not c.waiting.done():
-            c.waiting.set_exception(ConnectionResetError(c.error) if outcome == RESET else EOFError(c.error))
+            c.waiting.cancel()  # the request waiting on it ends; the outcome says how
         if c.writer is not None:
             c.writer.close()
 

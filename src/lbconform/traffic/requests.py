@@ -64,7 +64,8 @@ def _kind_of(exc: BaseException) -> str:
     return CLOSED
 
 
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, str]:
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, str]:
+    """One HTTP/1.1 response with a Content-Length (what agnhost sends): (status, body)."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode(errors="replace").split("\r\n")
     status = int(lines[0].split()[1])
@@ -187,7 +188,7 @@ class RequestLoop:
             conn.writer.write(f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\nConnection: {close}\r\n\r\n"
                               .encode())
             await conn.writer.drain()
-            status, body = await asyncio.wait_for(_read_response(conn.reader), self.timeout)
+            status, body = await asyncio.wait_for(read_response(conn.reader), self.timeout)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
             if conn is not None:
                 conn.writer.close()
