@@ -1,6 +1,7 @@
 """Graceful termination: with the LB's time to unhealthy (u) below the preStop sleep (p) and that
 below the grace period (g), rolling updates fail no request and in-flight requests finish; each
-broken inequality fails the requests it should, and the suite says which one and by how much."""
+broken inequality fails the requests it should, and the suite says which one and by how much.
+Each test records u, p and g as configured; where one pod terminates, also as observed."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ import pytest
 from fixtures.harness import MakeBackends, MakeFleet, MakeService, Measure, Traffic
 from lbconform.features import Feature
 from lbconform.kube import tweaks
-from lbconform.kube.workload import Workload
 from lbconform.providers.base import Provider
-from lbconform.termination import Ordering
+from lbconform.termination import Observed, Ordering, observe_termination
 from lbconform.traffic.capture import resets_must_agree
 from lbconform.traffic.fleet import ALIVE
-from lbconform.traffic.timeline import Timeline
 
 pytestmark = pytest.mark.features(Feature.GRACEFUL_TERMINATION)
 
@@ -68,19 +67,15 @@ def test_ordering_violation_fails_requests(make_backends: MakeBackends, make_ser
     lb.must_be_node_pool()
     lb.wait_for_settled_pool(backends)
     victim = sorted(backends.names())[0]
-    result = traffic.through(lb, VIOLATION_RATE,
-                             lambda t: terminate(backends, victim, t, lb.target.timeouts.rollout))
+    observed: list[Observed] = []
+    result = traffic.through(lb, VIOLATION_RATE, lambda t: observed.append(
+        observe_termination(lb, backends, victim, t, lb.target.timeouts.rollout)))
     order.record(measure)
+    observed[0].record(measure)
     measure("violation_exposed", order.exposed(), "s")
     measure("violation_failed_requests", result.result.failed, "requests")
     assert [b.split(":")[0] for b in order.broken()] == [inequality]
     assert result.result.failed > 0, f"{order.broken()[0]}, yet no request failed:\n{result.describe()}"
-
-
-def terminate(backends: Workload, pod: str, timeline: Timeline, timeout: float) -> None:
-    timeline.event("pod deleted", pod)
-    backends.delete_pod(pod)
-    backends.wait_gone(pod, timeout, timeline)
 
 
 def test_in_flight_requests_finish_during_pre_stop(make_backends: MakeBackends, make_service: MakeService,

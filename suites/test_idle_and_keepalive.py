@@ -1,6 +1,7 @@
 """Idle flows and keepalive: an established flow keeps its backend while the LB remembers it; the
-LB forgets it only after its idle timeout, and only a healthy-set change then moves (resets) it;
-TCP keepalive shorter than the idle timeout keeps flows through any number of changes."""
+LB forgets it only after its idle timeout, and only a healthy-set change then moves (resets) it,
+unless the Service asks for a reset at idle timeout; TCP keepalive shorter than the idle timeout
+keeps flows through any number of changes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from fixtures.harness import MakeBackends, MakeFleet, MakeService, Measure
+from lbconform.config import Timeouts
 from lbconform.features import Feature
 from lbconform.idle import IdleProbe, measure_idle_timeout
 from lbconform.kube import tweaks
@@ -34,15 +36,25 @@ CHANGES = 3
 
 
 @pytest.fixture
-def probe(make_backends: MakeBackends, make_service: MakeService, make_fleet: MakeFleet,
-          idle_timeout: Callable[[int], Tweak], target: Target) -> IdleProbe:
-    """Backends on all nodes but one (externalTrafficPolicy Local), a Service asking for
-    IDLE_SECONDS; the healthy set changes when a pod joins or leaves the free node."""
-    backends = make_backends(tweaks.one_per_node, replicas=len(target.node_addresses()) - 1)
-    lb = make_service(tweaks.traffic_policy_local, idle_timeout(IDLE_SECONDS))
-    lb.must_be_node_pool()
-    lb.wait_for_settled_pool(backends)
-    return IdleProbe(lb, backends, make_fleet, CONNECTIONS)
+def make_probe(make_backends: MakeBackends, make_service: MakeService, make_fleet: MakeFleet,
+               idle_timeout: Callable[[int], Tweak], target: Target) -> Callable[..., IdleProbe]:
+    """``make_probe(*service_tweaks)``: backends on all nodes but one (externalTrafficPolicy Local),
+    a Service asking for IDLE_SECONDS; the healthy set changes when a pod joins or leaves the
+    free node."""
+
+    def make(*service_tweaks: Tweak) -> IdleProbe:
+        backends = make_backends(tweaks.one_per_node, replicas=len(target.node_addresses()) - 1)
+        lb = make_service(tweaks.traffic_policy_local, idle_timeout(IDLE_SECONDS), *service_tweaks)
+        lb.must_be_node_pool()
+        lb.wait_for_settled_pool(backends)
+        return IdleProbe(lb, backends, make_fleet, CONNECTIONS)
+
+    return make
+
+
+@pytest.fixture
+def probe(make_probe: Callable[..., IdleProbe]) -> IdleProbe:
+    return make_probe()
 
 
 @pytest.mark.features(IDLE)
@@ -54,9 +66,23 @@ def test_flows_idle_below_the_timeout_survive_a_change(probe: IdleProbe) -> None
 
 @pytest.mark.features(IDLE)
 def test_flows_idle_beyond_the_timeout_survive_without_a_change(probe: IdleProbe) -> None:
-    """Flows idle for longer than the idle timeout still reach their backend when nothing changed."""
+    """Flows idle for longer than the idle timeout still reach their backend when nothing changed
+    (and the Service did not ask for a reset at idle timeout)."""
     outcomes = probe.idle(BEYOND, change=False)
     assert outcomes == {ALIVE: CONNECTIONS}, probe.details()
+
+
+@pytest.mark.features(IDLE)
+def test_idled_out_flows_reset_when_asked(make_probe: Callable[..., IdleProbe], idle_reset: Tweak,
+                                          measure: Measure) -> None:
+    """With a reset at idle timeout asked for, every flow idle beyond the timeout is answered with a
+    TCP reset on its next packet though nothing changed (as many on the wire as on the socket)."""
+    probe = make_probe(idle_reset)
+    outcomes = probe.idle(BEYOND, change=False)
+    measure("idle_timeout_resets", outcomes.get(RESET, 0) / CONNECTIONS, "ratio")
+    assert outcomes == {RESET: CONNECTIONS}, probe.details()
+    if probe.wire_resets is not None:
+        resets_must_agree(outcomes.get(RESET, 0), probe.wire_resets)
 
 
 @pytest.mark.features(IDLE)
@@ -71,9 +97,9 @@ def test_flows_idle_beyond_the_timeout_move_after_a_change(probe: IdleProbe, mea
 
 
 @pytest.mark.features(IDLE)
-def test_idle_timeout_measured(probe: IdleProbe, measure: Measure) -> None:
+def test_idle_timeout_measured(probe: IdleProbe, measure: Measure, timeouts: Timeouts) -> None:
     """The idle timeout, bisected from the client, is the one the Service asked for (within 2 s)."""
-    low, high = measure_idle_timeout(probe, IDLE_SECONDS)
+    low, high = measure_idle_timeout(probe, IDLE_SECONDS, timeouts.idle_probe)
     measure("idle_timeout", (low + high) / 2, "s", declared=float(IDLE_SECONDS))
     assert low <= IDLE_SECONDS <= high, (low, high)
 

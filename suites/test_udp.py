@@ -18,7 +18,7 @@ pytestmark = pytest.mark.features(Feature.UDP)
 SOURCE_PORT = 40053
 
 
-@pytest.mark.parametrize("where", ["same node", "another node"])
+@pytest.mark.parametrize("where", ["same-node", "another-node"])
 def test_udp_flow_follows_a_replaced_server(make_backends: MakeBackends, make_service: MakeService,
                                            client: Client, target: Target, where: str) -> None:
     """A UDP flow with a fixed source port reaches the new server pod once the old one is replaced."""
@@ -27,7 +27,7 @@ def test_udp_flow_follows_a_replaced_server(make_backends: MakeBackends, make_se
     lb = make_service(tweaks.udp_port())
     flow = UdpFlow(client, lb.vip, lb.port("udp"), SOURCE_PORT, lb.target.timeouts.request)
     old = flow.wait_for_server(backends.names(), lb.target.timeouts.lb_propagation)
-    if where == "same node":
+    if where == "same-node":
         backends.delete_pod(old)
     else:
         backends.update(tweaks.node_selector(second))

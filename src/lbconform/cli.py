@@ -118,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig, context=args.context, provider=args.provider, mode=args.mode,
         profiles=args.profile or ["core"], features=args.features, exempt_features=args.exempt_features,
         timeouts=args.timeout, provider_options=args.provider_option, workers=args.workers,
-        report_dir=Path(args.report_dir), keep_lab=args.keep_lab,
+        report_dir=Path(args.report_dir), keep_lab=args.keep_lab, allow_disruptive=args.allow_disruptive,
         client_address=args.client_address,
         implementation={"organization": args.organization, "project": args.project, "url": args.url,
                         "version": args.implementation_version},
@@ -183,6 +183,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("-n", "--workers", type=int, default=2, help="test processes (default: 2)")
     run.add_argument("--report-dir", default="reports", help="where results land (default: reports/)")
     run.add_argument("--keep-lab", action="store_true", help="leave a lab this run booted running")
+    run.add_argument("--allow-disruptive", action="store_true",
+                     help="let the chaos profile kill, drain and restart the nodes its experiments name")
     run.add_argument("--client-address", help="the client's address as backends see it, behind a NAT")
     run.add_argument("--organization", default="", help="report: who makes the implementation")
     run.add_argument("--project", default="", help="report: the implementation's name")

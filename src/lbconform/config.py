@@ -48,6 +48,9 @@ class Timeouts:
         120, 600, "a test namespace and everything in it is gone")
     request: float = _timeout(
         3, 30, "one request from the client gets its answer")
+    idle_probe: float = _timeout(
+        900, 3600, "checking a minutes-long declared idle timeout: an idle period just below it and one "
+        "just above it, with the changes between")
 
     @classmethod
     def names(cls) -> list[str]:

@@ -21,3 +21,7 @@ class BuildError(LbconformError):
 
 class LabError(LbconformError):
     """The lab could not be brought up, used or torn down."""
+
+
+class LoadError(LbconformError):
+    """A Locust run could not be started, did not finish, or ended badly."""

@@ -6,6 +6,12 @@ connection it never saw with a reset. So: open connections, let them idle, chang
 set (a backend pod joins or leaves a node that has no other), and ask every connection again.
 Flows idle less than the timeout must all survive; beyond it, some are reset. Bisecting the
 idle time between two such probes measures the timeout.
+
+A declared timeout minutes long (clouds: 4 min, 350 s) is not bisected from zero: the check
+idles just below it and just above it, and the two probes together must fit in the named
+timeout ``idle_probe``. Every backend's server-side TCP keepalive bounds what can be observed:
+a backend that probes an idle connection every K seconds keeps the LB's entry fresh, so an idle
+timeout longer than K never shows (agnhost, like every Go server, probes after 15 s).
 """
 
 from __future__ import annotations
@@ -26,6 +32,14 @@ log = logging.getLogger(__name__)
 MakeFleet = Callable[..., Fleet]
 #: Bisection stops when the timeout is known to within this.
 RESOLUTION_SECONDS = 2.0
+#: Declared timeouts up to this are bisected; longer ones are bracketed (below, then above).
+BISECT_UP_TO_SECONDS = 60.0
+#: A bracket's distance from the declared value, as a fraction of it (at least the resolution).
+BRACKET_FRACTION = 0.05
+#: The idle time after which the backends' own TCP stack probes an idle connection: Go's
+#: net/http server (agnhost netexec) enables keepalive with a 15 s idle on every accepted
+#: connection, and nothing in agnhost turns it off.
+BACKEND_SERVER_KEEPALIVE_SECONDS = 15.0
 
 
 class ChangeTooSlow(AssertionError):
@@ -111,11 +125,64 @@ class IdleProbe:
         return [(c.backend, c.outcome, c.error) for c in self.last.connections if c.outcome != ALIVE]
 
 
-def measure_idle_timeout(probe: IdleProbe, declared: float) -> tuple[float, float]:
-    """Bisect the idle time between half and one and a half times ``declared`` until the timeout
-    is known within RESOLUTION_SECONDS; returns (longest idle that kept every flow, shortest that
-    reset one). The bounds are probed first: if they do not behave, there is nothing to bisect."""
-    low, high = declared / 2, declared * 3 / 2
+class CannotObserve(Exception):
+    """The idle period a check needs cannot be observed or does not fit in its time budget."""
+
+
+@dataclass(frozen=True)
+class IdlePlan:
+    """How a declared timeout is checked: ``bisect`` between ``low`` and ``high``, or idle at
+    ``low`` (must keep every flow) and at ``high`` (must reset one) and stop."""
+
+    bisect: bool
+    low: float
+    high: float
+
+    @property
+    def least_idle_seconds(self) -> float:
+        """Idle time the plan spends at the least (the two bounds), before any change."""
+        return self.low + self.high
+
+
+def plan_idle_check(declared: float, budget: float,
+                    server_keepalive: float = BACKEND_SERVER_KEEPALIVE_SECONDS) -> IdlePlan:
+    """The check of ``declared``: bisected from half to one and a half times it when it is at most
+    BISECT_UP_TO_SECONDS, else bracketed just below and just above it. ``CannotObserve`` when the
+    backends' own keepalive would refresh the LB's entry before it could expire, or the bounds
+    alone exceed ``budget`` (the ``idle_probe`` timeout)."""
+    if declared <= BISECT_UP_TO_SECONDS:
+        plan = IdlePlan(True, declared / 2, declared * 3 / 2)
+    else:
+        margin = max(RESOLUTION_SECONDS, declared * BRACKET_FRACTION)
+        plan = IdlePlan(False, declared - margin, declared + margin)
+    if declared >= server_keepalive:
+        raise CannotObserve(
+            f"a declared idle timeout of {declared:g}s cannot expire: the backends' server-side TCP "
+            f"keepalive probes every connection idle {server_keepalive:g}s and keeps the LB's entry fresh")
+    if plan.least_idle_seconds > budget:
+        raise CannotObserve(f"checking a declared idle timeout of {declared:g}s idles at least "
+                            f"{plan.least_idle_seconds:g}s: raise --timeout idle_probe above that")
+    return plan
+
+
+def measure_idle_timeout(probe: IdleProbe, declared: float, budget: float,
+                         server_keepalive: float = BACKEND_SERVER_KEEPALIVE_SECONDS) -> tuple[float, float]:
+    """The idle timeout as (longest idle that kept every flow, shortest that reset one), by the
+    plan for ``declared`` (see ``plan_idle_check``): bisected, or bracketed. The bounds are probed
+    first: if they do not behave, there is nothing to bisect."""
+    plan = plan_idle_check(declared, budget, server_keepalive)
+    if not plan.bisect:
+        below = probe.idle(plan.low, change=True) == {ALIVE: probe.connections}
+        above = probe.idle(plan.high, change=True) == {ALIVE: probe.connections}
+        if not below:
+            return 0.0, plan.low
+        return (plan.high, float("inf")) if above else (plan.low, plan.high)
+    return bisect_idle_timeout(probe, plan.low, plan.high)
+
+
+def bisect_idle_timeout(probe: IdleProbe, low: float, high: float) -> tuple[float, float]:
+    """Bisect the idle time between ``low`` and ``high`` until the timeout is known within
+    RESOLUTION_SECONDS."""
     if probe.idle(low, change=True) != {ALIVE: probe.connections}:
         return 0.0, low
     if probe.idle(high, change=True) == {ALIVE: probe.connections}:

@@ -60,6 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the implementation's mode, as the provider names them (lab: node, nodeport, pod)")
     group.addoption("--provider-option", action="append", default=[], metavar="NAME=VALUE",
                     help="an option of the provider (repeatable), e.g. resourceGroup=mc_rg")
+    group.addoption("--allow-disruptive", action="store_true", default=False,
+                    help="run the disruptive tests (they kill, drain and restart the nodes they name)")
     group.addoption("--report-dir", default=None,
                     help="write conformance-report.yaml and datasheet.md here when the run ends")
     for name, what in (("organization", "who makes the implementation"), ("project", "its name"),
@@ -74,6 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "exclusive: changes what every test sees (a node's state); runs while no other does")
     config.addinivalue_line("markers", "lab: needs root and the lab; boots one or reuses a running one")
+    config.addinivalue_line(
+        "markers", "disruptive: kills, drains or restarts nodes; runs only with --allow-disruptive")
     config.addinivalue_line(
         "markers", "lab_lifecycle: boots and removes labs itself; runs without a shared lab")
     workerinput = getattr(config, "workerinput", None)
@@ -112,6 +116,14 @@ def run_info(config: pytest.Config) -> Any:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Said once per run, by the controller: whether RSTs can be counted on the wire here."""
+    from lbconform.traffic.capture import capture_available
+
+    reason = capture_available()
+    return None if reason is None else f"lbconform: RSTs on the wire are {reason}; every wire count says so"
+
+
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker uses the controller's run id."""
     node.workerinput["lbconform_run_id"] = node.config.stash[_RUN_ID]
@@ -206,7 +218,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append((DESCRIPTION_PROPERTY, description(item)))
         _label_for_allure(item, feats)
         missing = sorted(f.value for f in feats - supported)
-        if missing:
+        if item.get_closest_marker("disruptive") and not config.getoption("allow_disruptive"):
+            item.add_marker(pytest.mark.skip(reason="disruptive (kills, drains or restarts nodes): "
+                                                    "run with --allow-disruptive"))
+        elif missing:
             item.user_properties.append((RESULT_PROPERTY, NOT_SUPPORTED))
             item.add_marker(pytest.mark.skip(reason=f"{NOT_SUPPORTED}: {', '.join(missing)}"))
         keep.append(item)

@@ -15,3 +15,8 @@ def data_dir(name: str) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(f"lbconform's {name}/ folder is missing (looked in {path})")
     return path
+
+
+def experiments_dir() -> Path:
+    """The chaostoolkit experiments (``experiments/*.json``)."""
+    return data_dir("experiments")

@@ -45,6 +45,7 @@ class RunOptions:
     workers: int = 2
     report_dir: Path = Path("reports")
     keep_lab: bool = False
+    allow_disruptive: bool = False
     client_address: str | None = None
     implementation: dict[str, str] = field(default_factory=dict)
     contacts: list[str] = field(default_factory=list)
@@ -76,12 +77,16 @@ def validate(opts: RunOptions) -> None:
                          "cluster's provider with --provider (kind, metallb, generic, ...)")
     if opts.context and not opts.kubeconfig:
         raise UsageError("--context needs --kubeconfig")
+    if "chaos" in opts.profiles and not opts.allow_disruptive:
+        raise UsageError("the chaos profile kills, drains and restarts nodes: "
+                         "add --allow-disruptive to run it")
 
 
 def pytest_argv(opts: RunOptions) -> list[str]:
     report_dir = opts.report_dir.resolve()
+    # Locust's pytest plugin stays out: Locust runs only as its own process.
     argv = [sys.executable, "-m", "pytest", str(data_dir("suites")), "-p", "no:cacheprovider",
-            "--provider", opts.provider, "--report-dir", str(report_dir),
+            "-p", "no:locust", "--provider", opts.provider, "--report-dir", str(report_dir),
             "--alluredir", str(report_dir / "allure-results"), "--clean-alluredir",
             "--junitxml", str(report_dir / "junit.xml"), "-rfEs"]
     if opts.workers > 1:
@@ -98,6 +103,8 @@ def pytest_argv(opts: RunOptions) -> list[str]:
     for flag, given in optional:
         if given:
             argv += [flag, given]
+    if opts.allow_disruptive:
+        argv.append("--allow-disruptive")
     for name, value in sorted(opts.implementation.items()):
         if value:
             argv += [f"--implementation-{name}", value]

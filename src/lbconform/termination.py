@@ -5,19 +5,25 @@ health check interval x unhealthy threshold, as declared, or as measured), ``p``
 sleep (the app still serves, its endpoint already terminating), ``g`` the grace period
 (SIGKILL at g, counted from deletion). ``d`` is how long the app itself keeps serving after
 SIGTERM (agnhost ``--delay-shutdown``). An ordering says which of its inequalities hold, and
-by how much the broken ones are broken, in the words a report shows.
+by how much the broken ones are broken, in the words a report shows. ``observe_termination``
+watches one pod's termination from outside and reports u, p and g as they happened.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Tweak
+from lbconform.kube.workload import Workload
+from lbconform.lb import LoadBalancer
 from lbconform.providers.base import Declared
+from lbconform.traffic.timeline import Timeline
+from lbconform.wait import poll_until
 
 Record = Callable[..., None]
 
@@ -86,3 +92,60 @@ class Ordering:
         measure("termination_u", self.u, "s")
         measure("termination_p", float(self.p or 0), "s")
         measure("termination_g", float(self.g), "s")
+
+
+#: How often a termination is looked at: finer than any health-check interval.
+OBSERVE_SECONDS = 0.1
+
+
+@dataclass
+class Observed:
+    """One pod's termination as seen from outside, in seconds after its deletion: ``u`` when the
+    LB stopped sending new connections to it, ``p`` when its endpoint stopped serving (the app
+    got SIGTERM at the end of preStop; seen within one readiness period), ``g`` when the pod was
+    gone (at the grace period, or earlier if the app exited first). None: not seen."""
+
+    u: float | None = None
+    p: float | None = None
+    g: float | None = None
+    deleted_at: float = field(default=0.0, repr=False)
+
+    def record(self, measure: Record) -> None:
+        for name, value in (("u", self.u), ("p", self.p), ("g", self.g)):
+            if value is not None:
+                measure(f"termination_{name}_observed", round(value, 2), "s")
+
+
+def observe_termination(lb: LoadBalancer, backends: Workload, pod: str, timeline: Timeline,
+                        timeout: float) -> Observed:
+    """Delete ``pod`` and watch it go: the LB dropping its address (its node's, in a node pool
+    with one backend per node), its endpoint no longer serving, the pod gone; each first sight
+    is a timeline event. Returns once the pod is gone and the LB dropped it, or a health
+    transition after the pod went."""
+    pods = {p["metadata"]["name"]: p for p in backends.pods()}
+    node = pods[pod]["spec"].get("nodeName", "")
+    address = (lb.target.node_addresses().get(node, "") if lb.is_node_pool()
+               else pods[pod].get("status", {}).get("podIP", ""))
+    seen = Observed(deleted_at=time.monotonic())
+    timeline.event("pod deleted", pod)
+    backends.delete_pod(pod)
+
+    def since() -> float:
+        return time.monotonic() - seen.deleted_at
+
+    def look() -> bool:
+        if seen.u is None and address not in lb.healthy():
+            seen.u = since()
+            timeline.event("LB dropped backend", address)
+        if seen.p is None and not lb.endpoint_serving(pod):
+            seen.p = since()
+            timeline.event("endpoint not serving", pod)
+        if seen.g is None and pod not in backends.pod_names_ever():
+            seen.g = since()
+            timeline.event("pod gone", pod)
+        return seen.g is not None and (seen.u is not None
+                                       or since() - seen.g > lb.target.timeouts.health_transition)
+
+    poll_until(look, timeout=timeout, interval=OBSERVE_SECONDS,
+               description=f"pod {backends.namespace}/{pod} to be gone and out of the LB's healthy set")
+    return seen

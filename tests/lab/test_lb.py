@@ -19,6 +19,7 @@ from tests.lab.helpers import (
     Stopwatch,
     client_get,
     deploy_backend,
+    deploy_with_vip,
     lab_lb,
     pods_by_node,
     remove_pinned_backend,
@@ -89,6 +90,17 @@ def test_type_change_and_delete_release_the_load_balancer(test_namespace: Applie
     poll_until(deleted, timeout=10, description="the Service to be deleted once its finalizer is gone")
     assert LabLB().service(ns, "backend") is None
     del svc
+
+
+def test_port_change_moves_the_listener(test_namespace: Applier) -> None:
+    from tests.lab.test_lb_defects import change_port
+
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
+    change_port(test_namespace, 8080)
+    poll_until(lambda: client_get(vip, 8080, "/hostname")[0] == 200, timeout=10, retry_on=(OSError,),
+               description="the new port to serve")
+    with pytest.raises(OSError):
+        client_get(vip, 80, "/hostname", timeout=1)
 
 
 def test_allocate_node_ports_false(test_namespace: Applier) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from lbconform.kube import objects, tweaks
+from lbconform.kube.jig import CLEANUP_FINALIZER
 from lbconform.kube.manifests import Applier
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.client import LabLB
@@ -34,8 +35,9 @@ from tests.lab.helpers import (
 pytestmark = pytest.mark.lab
 
 #: defect -> (the test here that shows the defect, the test in test_lb.py or
-#: test_lab_provider.py that the defect would fail: the correct behaviour it breaks)
-DEFECT_TESTS = {
+#: test_lab_provider.py that the defect would fail: the correct behaviour it breaks; None where
+#: only a conformance suite test shows it, in test_suites_catch_defects.DEFECT_SUITES)
+DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
     "ignore-health": ("test_ignore_health_sends_to_nodes_without_endpoints",
                       "test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints"),
     "slow-unhealthy": ("test_slow_unhealthy_keeps_a_failed_node",
@@ -55,16 +57,26 @@ DEFECT_TESTS = {
     "ignore-source-ranges": ("test_ignore_source_ranges_lets_everyone_in",
                              "test_source_ranges_admit_and_deny"),
     "no-affinity": ("test_no_affinity_spreads_one_client", "test_client_ip_affinity_keeps_one_backend"),
+    "drop-finalizer": ("test_drop_finalizer_provisions_without_it",
+                       "test_type_change_and_delete_release_the_load_balancer"),
+    "ignore-updates": ("test_ignore_updates_keeps_the_first_port", "test_port_change_moves_the_listener"),
+    "udp-stale": ("test_udp_stale_keeps_a_flow_on_a_removed_pod", None),
+    "wrong-idle-reset": ("test_wrong_idle_reset_resets_flows_not_asked_to",
+                         "test_idle_flows_survive_when_the_healthy_set_is_unchanged"),
 }
 
 
 def test_every_defect_has_a_test() -> None:
     from tests.lab import test_lab_provider, test_lb
+    from tests.lab.test_suites_catch_defects import DEFECT_SUITES
 
     assert set(DEFECT_TESTS) == set(DEFECTS)
-    for shows, breaks in DEFECT_TESTS.values():
+    for defect, (shows, breaks) in DEFECT_TESTS.items():
         assert shows in globals(), shows
-        assert hasattr(test_lb, breaks) or hasattr(test_lab_provider, breaks), breaks
+        if breaks is None:
+            assert defect in DEFECT_SUITES, defect
+        else:
+            assert hasattr(test_lb, breaks) or hasattr(test_lab_provider, breaks), breaks
 
 
 @pytest.fixture
@@ -214,3 +226,87 @@ def test_no_affinity_spreads_one_client(defect: str, test_namespace: Applier) ->
     vip = deploy_with_vip(test_namespace, tweaks.session_affinity_client_ip, lab_lb(mode="pod"))
     assert test_namespace.namespace
     assert len(set(new_connection_results(vip))) > 1
+
+
+@with_defect("drop-finalizer")
+def test_drop_finalizer_provisions_without_it(defect: str, test_namespace: Applier) -> None:
+    deploy_with_vip(test_namespace, tweaks.replicas(1))
+    svc = test_namespace.api.get(f"/api/v1/namespaces/{test_namespace.namespace}/services/backend")
+    assert CLEANUP_FINALIZER not in (svc["metadata"].get("finalizers") or [])
+
+
+@with_defect("ignore-updates")
+def test_ignore_updates_keeps_the_first_port(defect: str, test_namespace: Applier) -> None:
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
+    change_port(test_namespace, 8080)
+    assert client_get(vip, 80, "/hostname")[0] == 200
+    with pytest.raises(OSError):
+        client_get(vip, 8080, "/hostname", timeout=1)
+
+
+def change_port(ns: Applier, port: int) -> None:
+    """The Service's first port becomes ``port``; returns once the LB reconciled the change."""
+    path = f"/api/v1/namespaces/{ns.namespace}/services/backend"
+    assert ns.namespace
+    lb = LabLB()
+
+    def reconciles() -> int:
+        state = lb.service(ns.namespace or "", "backend")
+        assert state is not None
+        return int(state["counters"]["reconciles"])
+
+    before = reconciles()
+    svc = ns.api.get(path)
+    svc["spec"]["ports"][0]["port"] = port
+    ns.api.put(path, svc)
+    poll_until(lambda: reconciles() > before, timeout=10, description="the LB to reconcile the port change")
+
+
+def udp_from(vip: str, port: int, source_port: int) -> str:
+    """One datagram from the client's fixed ``source_port``; the answer (OSError: none)."""
+    import socket
+
+    from lbconform.lab.nsexec import run_in_netns
+
+    def ask() -> str:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("", source_port))
+            s.settimeout(1)
+            s.sendto(b"hostname", (vip, port))
+            return s.recv(4096).decode().strip()
+
+    return run_in_netns(topo.CLIENT_NS, ask)
+
+
+@with_defect("udp-stale")
+def test_udp_stale_keeps_a_flow_on_a_removed_pod(defect: str, test_namespace: Applier) -> None:
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    vip = deploy_with_vip(test_namespace, tweaks.udp_port(8081), tweaks.replicas(1),
+                          tweaks.node_selector("node-1"), lab_lb(mode="pod"), healthy=1)
+    old = udp_from(vip, 8081, 40053)
+    api.delete(f"/api/v1/namespaces/{ns}/pods/{old}")
+
+    def replaced() -> str | None:
+        pods = [p for p in objects.pods(api, ns, "app=backend") if p["metadata"]["name"] != old]
+        ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
+                                        for c in p.get("status", {}).get("conditions", []))]
+        return str(ready[0]["status"]["podIP"]) if ready else None
+
+    new_ip = poll_until(replaced, timeout=30, description="the replacement pod to be ready")
+    wait_for_healthy(ns, {new_ip})
+    for _ in range(3):
+        with pytest.raises(OSError):
+            udp_from(vip, 8081, 40053)
+
+
+@with_defect("wrong-idle-reset")
+def test_wrong_idle_reset_resets_flows_not_asked_to(defect: str, test_namespace: Applier) -> None:
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1), lab_lb(mode="pod", idle_timeout_seconds=2),
+                          healthy=1)
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(5)
+        assert fleet.request() == {"alive": 5}
+        time.sleep(4)  # twice the idle timeout: the flows idled out
+        assert fleet.request() == {"reset": 5}

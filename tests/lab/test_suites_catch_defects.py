@@ -19,7 +19,12 @@ from tests.lab.test_run import lbconform_run
 pytestmark = pytest.mark.lab
 
 IDLE_BELOW = "test_idle_and_keepalive::test_flows_idle_below_the_timeout_survive_a_change"
+IDLE_UNCHANGED = "test_idle_and_keepalive::test_flows_idle_beyond_the_timeout_survive_without_a_change"
+IDLE_RESET = "test_idle_and_keepalive::test_idled_out_flows_reset_when_asked"
+LIFECYCLE = Feature.LOAD_BALANCER_LIFECYCLE
 IN_FLIGHT = "test_graceful_termination::test_in_flight_requests_finish_during_pre_stop"
+KEEPALIVE = "test_idle_and_keepalive::test_keepalive_shorter_than_idle_survives_changes"
+UDP = "test_udp::test_udp_flow_follows_a_replaced_server"
 
 #: defect -> (the lab mode the suite runs in, the suite tests that must fail, the feature the report
 #: must list as failed).
@@ -41,9 +46,13 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
                     Feature.SESSION_AFFINITY),
     "short-idle": ("node", (IDLE_BELOW, "test_idle_and_keepalive::test_idle_timeout_measured"),
                    Feature.IDLE_TIMEOUT),
-    "no-pinning": ("node", (IDLE_BELOW, IN_FLIGHT), Feature.IDLE_TIMEOUT),
-    "reset-on-change": ("node", (IDLE_BELOW, IN_FLIGHT), Feature.GRACEFUL_TERMINATION),
+    "no-pinning": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.IDLE_TIMEOUT),
+    "reset-on-change": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.GRACEFUL_TERMINATION),
     "no-drain": ("node", (IN_FLIGHT,), Feature.GRACEFUL_TERMINATION),
+    "wrong-idle-reset": ("node", (IDLE_UNCHANGED, IDLE_RESET), Feature.IDLE_TIMEOUT),
+    "drop-finalizer": ("node", ("test_lifecycle::test_cleanup_finalizer_while_provisioned",), LIFECYCLE),
+    "ignore-updates": ("node", ("test_lifecycle::test_port_change",), LIFECYCLE),
+    "udp-stale": ("pod", (f"{UDP}[same-node]", f"{UDP}[another-node]"), Feature.UDP),
 }
 
 

@@ -31,6 +31,7 @@ BAD_INPUT = [
         ["--provider", "kind", "--provider-option", "flavour=x"],
         "--provider-option flavour: the kind provider",
     ),
+    (["--profile", "chaos"], "the chaos profile kills, drains and restarts nodes: add --allow-disruptive"),
 ]
 
 
@@ -67,8 +68,10 @@ def test_pytest_argv_carries_every_choice() -> None:
         implementation={"project": "p", "version": ""},
         contacts=["me"],
         pytest_args=["-k", "x"],
+        allow_disruptive=True,
     )
     argv = pytest_argv(opts)
+    assert "--allow-disruptive" in argv
     pairs = set(itertools.pairwise(argv))
     for pair in [
         ("--provider", "generic"),

@@ -7,7 +7,7 @@ from typing import Any, cast
 import pytest
 
 from lbconform.convergence import follow, percentile
-from lbconform.idle import IdleProbe, measure_idle_timeout
+from lbconform.idle import CannotObserve, IdleProbe, measure_idle_timeout, plan_idle_check
 from lbconform.providers.base import Declared
 from lbconform.termination import Ordering
 from lbconform.traffic.fleet import ALIVE, RESET
@@ -65,11 +65,32 @@ class FakeProbe:
 @pytest.mark.parametrize("actual", [12.0, 9.5, 16.0])
 def test_bisection_brackets_the_timeout_within_the_resolution(actual: float) -> None:
     probe = FakeProbe(actual)
-    low, high = measure_idle_timeout(cast(IdleProbe, cast(Any, probe)), 12.0)
+    low, high = measure_idle_timeout(cast(IdleProbe, cast(Any, probe)), 12.0, 900)
     assert low <= actual <= high and high - low <= 2.0
     assert probe.probed[:2] == [6.0, 18.0]
 
 
 def test_bisection_reports_a_timeout_outside_the_bounds() -> None:
-    assert measure_idle_timeout(cast(IdleProbe, cast(Any, FakeProbe(5.0))), 12.0) == (0.0, 6.0)
-    assert measure_idle_timeout(cast(IdleProbe, cast(Any, FakeProbe(100.0))), 12.0) == (18.0, float("inf"))
+    assert measure_idle_timeout(cast(IdleProbe, cast(Any, FakeProbe(5.0))), 12.0, 900) == (0.0, 6.0)
+    assert measure_idle_timeout(cast(IdleProbe, cast(Any, FakeProbe(100.0))), 12.0, 900) == (
+        18.0, float("inf"))
+
+
+def test_a_minutes_long_timeout_is_bracketed_not_bisected() -> None:
+    plan = plan_idle_check(240.0, 900, server_keepalive=3600)
+    assert (plan.bisect, plan.low, plan.high) == (False, 228.0, 252.0)
+    probe = FakeProbe(240.0)
+    measured = measure_idle_timeout(cast(IdleProbe, cast(Any, probe)), 240.0, 900, server_keepalive=3600)
+    assert measured == (228.0, 252.0)
+    assert probe.probed == [228.0, 252.0]
+    early = FakeProbe(200.0)
+    measured = measure_idle_timeout(cast(IdleProbe, cast(Any, early)), 240.0, 900, server_keepalive=3600)
+    assert measured == (0.0, 228.0)
+
+
+def test_a_timeout_the_backends_keepalive_hides_or_the_budget_cannot_hold_is_refused() -> None:
+    with pytest.raises(CannotObserve, match="keepalive probes every connection idle 15s"):
+        plan_idle_check(240.0, 900)
+    with pytest.raises(CannotObserve, match="raise --timeout idle_probe above that"):
+        plan_idle_check(240.0, 300, server_keepalive=3600)
+    assert plan_idle_check(10.0, 900).bisect

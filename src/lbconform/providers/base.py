@@ -144,6 +144,11 @@ class Provider(ABC):
         choose it (the idle suites then measure that value instead of a minutes-long default)."""
         raise NotSupported(f"the {self.name} provider cannot set a Service's idle timeout")
 
+    def idle_reset_annotations(self, reset: bool) -> dict[str, str]:
+        """Annotations that choose whether a flow that idled out gets a TCP reset on its next
+        packet (or is silently forgotten), where a Service may choose."""
+        raise NotSupported(f"the {self.name} provider cannot choose a Service's reset at idle timeout")
+
     def needs_node_ports(self) -> bool:
         """Whether the implementation (in its mode) sends to node ports, so cannot do without them."""
         return False
@@ -159,3 +164,27 @@ class Provider(ABC):
     def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
         """The LB's backend pool for a Service, from the implementation's API."""
         raise NotSupported(f"the {self.name} provider cannot read backend pools")
+
+    # --- chaos: what the chaos experiments ask of the provider -------------------------------
+    def kill_node(self, name: str) -> None:
+        """Make node ``name`` die as its machine would (power off): no drain, no goodbye.
+
+        An extension point: a cloud provider stops or deletes the instance through its API.
+        """
+        raise NotSupported(f"the {self.name} provider cannot kill a node (extension point: kill_node)")
+
+    def start_node(self, name: str) -> None:
+        """Bring a killed node ``name`` back; a node that runs already is left as it is.
+
+        An extension point, the counterpart of ``kill_node``.
+        """
+        raise NotSupported(f"the {self.name} provider cannot start a node (extension point: start_node)")
+
+    def restart_kube_proxy(self, node: str) -> None:
+        """Restart kube-proxy on ``node`` only, and return once it serves its health check again.
+
+        An extension point: where kube-proxy runs as a DaemonSet, deleting its pod on the node
+        restarts it; managed clusters may run a replacement (Cilium, Dataplane V2) instead.
+        """
+        raise NotSupported(f"the {self.name} provider cannot restart kube-proxy "
+                           "(extension point: restart_kube_proxy)")

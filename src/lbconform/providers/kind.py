@@ -47,8 +47,17 @@ from lbconform.errors import UsageError
 from lbconform.features import Feature
 from lbconform.providers.base import Declared, PoolMember, Provider, ServiceRef
 from lbconform.providers.support import cluster_nodes
+from lbconform.wait import poll_until
 
 ADMIN_PORT = 10000
+#: ``docker stop`` waits this long for the node's init before it SIGKILLs it; 0 is a power cut.
+NODE_STOP_GRACE_SECONDS = 0
+#: A started node container's kubelet reports Ready within this on a CI runner.
+NODE_READY_SECONDS = 120.0
+#: The DaemonSet controller and the kubelet bring a deleted kube-proxy pod back within this.
+KUBE_PROXY_READY_SECONDS = 90.0
+#: How kubeadm (and so kind) labels kube-proxy's pods in kube-system.
+KUBE_PROXY_SELECTOR = "k8s-app=kube-proxy"
 CONTAINER_PREFIX = "kindccm"
 
 #: Host flags of Envoy's admin ``HostHealthStatus`` that keep a host out of load balancing.
@@ -156,8 +165,7 @@ class KindProvider(Provider):
         return host.strip("[]"), int(port)
 
     def _inspect_ports(self, service: ServiceRef) -> dict[str, Any]:
-        runtime = self.option("runtime", "KIND_EXPERIMENTAL_PROVIDER",
-                              default="docker" if shutil.which("docker") else "podman")
+        runtime = self._runtime()
         cluster = self.option("cluster", "KIND_CLUSTER_NAME", default="kind")
         container = container_name(cluster, service.namespace, service.name)
         try:
@@ -171,3 +179,64 @@ class KindProvider(Provider):
                              f"{exc.stderr.strip()}") from None
         ports: dict[str, Any] = json.loads(out) or {}
         return ports
+
+    def _runtime(self) -> str:
+        return self.option("runtime", "KIND_EXPERIMENTAL_PROVIDER",
+                           default="docker" if shutil.which("docker") else "podman")
+
+    # --- chaos: a kind node is a container named after the node ------------------------------
+    def _container(self, verb: str, name: str, *args: str) -> None:
+        runtime = self._runtime()
+        try:
+            subprocess.run([runtime, verb, *args, name], capture_output=True, text=True, timeout=120,
+                           check=True)
+        except FileNotFoundError:
+            raise UsageError(f"the kind provider needs {runtime!r} on the PATH to {verb} a node") from None
+        except subprocess.CalledProcessError as exc:
+            raise UsageError(f"{runtime} {verb} {name} (a kind node's container): "
+                             f"{exc.stderr.strip()}") from None
+
+    def kill_node(self, name: str) -> None:
+        """``docker stop -t 0 NODE`` (or podman): the node's container, kubelet and pods stop at once."""
+        self._container("stop", name, "-t", str(NODE_STOP_GRACE_SECONDS))
+
+    def start_node(self, name: str) -> None:
+        """``docker start NODE``, then wait until the Node is Ready again; a running node stays as it is."""
+        self._container("start", name)
+        if self.api is None:
+            return
+        api = self.api
+
+        def ready() -> bool:
+            node = api.get(f"/api/v1/nodes/{name}")
+            return any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in node.get("status", {}).get("conditions", []))
+
+        poll_until(ready, timeout=NODE_READY_SECONDS, interval=1.0, description=f"node {name} Ready")
+
+    def restart_kube_proxy(self, node: str) -> None:
+        """Delete the kube-proxy pod on ``node``; its DaemonSet starts a new one, awaited until Ready."""
+        if self.api is None:
+            raise UsageError("restarting kube-proxy needs the cluster's API: set KUBECONFIG")
+        api = self.api
+        path = "/api/v1/namespaces/kube-system/pods"
+
+        def on_node() -> list[dict[str, Any]]:
+            pods: list[dict[str, Any]] = api.get(path, labelSelector=KUBE_PROXY_SELECTOR,
+                                                 fieldSelector=f"spec.nodeName={node}").get("items", [])
+            return pods
+
+        old = on_node()
+        if not old:
+            raise UsageError(f"no pod labelled {KUBE_PROXY_SELECTOR} runs on node {node} in kube-system")
+        old_uids = {p["metadata"]["uid"] for p in old}
+        for pod in old:
+            api.delete(f"{path}/{pod['metadata']['name']}")
+
+        def replaced() -> bool:
+            return any(p["metadata"]["uid"] not in old_uids and any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in p.get("status", {}).get("conditions", [])) for p in on_node())
+
+        poll_until(replaced, timeout=KUBE_PROXY_READY_SECONDS, interval=1.0,
+                   description=f"a new kube-proxy pod Ready on {node}")

@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+from typing import Final
+
 from lbconform.config import Timeouts
+from lbconform.errors import LabError
 from lbconform.features import Feature
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import MODES, PREFIX, Params
 from lbconform.providers.base import NODE_POOL, POD_POOL, Declared, PoolMember, Provider, ServiceRef
+from lbconform.wait import poll_until
+
+#: kube-proxy's node agent restarts it a second after it exits and it syncs its rules in a
+#: few more; this bounds a restart that never comes back.
+KUBE_PROXY_RESTART_SECONDS: Final = 30.0
+KUBE_PROXY_HEALTHZ_PORT: Final = 10256
+
+
+def kube_proxy_pid(pid_file: Path, node: str) -> int | None:
+    """The pid the node agent recorded for ``node``'s kube-proxy, if that process is still it.
+
+    The agent records a bare pid, so the process's command line is checked against reuse.
+    """
+    try:
+        pid = int(pid_file.read_text().strip())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    if not argv or not argv[0].endswith(b"kube-proxy") or f"--hostname-override={node}".encode() not in argv:
+        return None
+    return pid
 
 
 class LabProvider(Provider):
@@ -25,6 +52,9 @@ class LabProvider(Provider):
 
     def idle_timeout_annotations(self, seconds: int) -> dict[str, str]:
         return {f"{PREFIX}idle-timeout-seconds": str(seconds)}
+
+    def idle_reset_annotations(self, reset: bool) -> dict[str, str]:
+        return {f"{PREFIX}tcp-reset": "true" if reset else "false"}
 
     def needs_node_ports(self) -> bool:
         return self.mode == "nodeport"
@@ -58,3 +88,45 @@ class LabProvider(Provider):
         healthy = set(state["healthy"])
         return [PoolMember(address=b["address"], healthy=b["name"] in healthy, name=b["name"])
                 for b in state["pool"]]
+
+    # --- chaos -------------------------------------------------------------------------------
+    def kill_node(self, name: str) -> None:
+        from lbconform.lab.cluster import Lab
+
+        Lab().kill_node(name)
+
+    def start_node(self, name: str) -> None:
+        from lbconform.lab import procs
+        from lbconform.lab import topology as topo
+        from lbconform.lab.cluster import Lab, agent_key
+
+        lab = Lab()
+        state = lab.dir.read()
+        agent = state.processes.get(agent_key(topo.node_by_name(name, state.nodes)))
+        if agent is not None and procs.alive(agent):
+            return
+        lab.start_node(name)
+
+    def restart_kube_proxy(self, node: str) -> None:
+        """SIGTERM the node's kube-proxy; its node agent starts a new one, as a DaemonSet would."""
+        from lbconform.lab import topology as topo
+        from lbconform.lab.probe import http_status
+        from lbconform.lab.state import LabDir
+
+        labdir = LabDir()
+        lab_node = topo.node_by_name(node, labdir.read().nodes)
+        pid_file = labdir.node_dir(lab_node.name) / "kube-proxy.pid"
+        old = kube_proxy_pid(pid_file, lab_node.name)
+        if old is None:
+            raise LabError(f"kube-proxy of {node} is not running (no live pid in {pid_file})")
+        os.kill(old, signal.SIGTERM)
+
+        def restarted() -> bool:
+            new = kube_proxy_pid(pid_file, lab_node.name)
+            if new is None or new == old:
+                return False
+            status, _ = http_status(lab_node.netns, lab_node.ip, KUBE_PROXY_HEALTHZ_PORT, "/healthz")
+            return status == 200
+
+        poll_until(restarted, timeout=KUBE_PROXY_RESTART_SECONDS, interval=0.2, retry_on=(OSError,),
+                   description=f"a new kube-proxy on {node} to answer /healthz")

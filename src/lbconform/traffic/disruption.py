@@ -10,7 +10,6 @@ wire count is *not measured*, said once, and never taken for zero.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +18,6 @@ from lbconform.traffic.capture import ResetCapture, capture_available, from_serv
 from lbconform.traffic.client import Client
 from lbconform.traffic.requests import NEW_CONNECTION, RESET, LoopResult, RequestLoop
 from lbconform.traffic.timeline import Timeline
-
-log = logging.getLogger(__name__)
 
 Action = Callable[[Timeline], None]
 #: Failures listed one by one in a description; the rest are counted.
@@ -66,8 +63,6 @@ def through(client: Client, host: str, port: int, rate: float, action: Action, *
     timeline = Timeline(time.time())
     reason = capture_available()
     capture = None if reason else ResetCapture(client.netns, ports=(port,))
-    if reason:
-        log.warning("RSTs on the wire %s", reason)
     loop = RequestLoop(host, port, client.netns, variant=variant, timeout=timeout,
                        on_outcome=timeline.outcome)
     if capture is not None:

@@ -56,6 +56,8 @@ class ServiceState:
     pending_pool: dict[str, plan.Backend] | None = None
     pending_since: float = 0.0
     ever_seen: dict[str, plan.Backend] = field(default_factory=dict)
+    #: The Service's ports when it was provisioned (the ignore-updates defect keeps them).
+    first_ports: list[Json] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {
         "poolChanges": 0, "healthySetChanges": 0, "flowsForgotten": 0, "reconciles": 0})
 
@@ -185,9 +187,12 @@ class Controller:
             if vip is None:
                 return None
             index = 1 + max((s.index for s in self.services.values()), default=0)
-            st = ServiceState(key, svc["metadata"]["uid"], vip, index)
+            st = ServiceState(key, svc["metadata"]["uid"], vip, index,
+                              first_ports=list(svc["spec"].get("ports") or []))
             self.services[key] = st
             self._event(svc, "Normal", "EnsuringLoadBalancer", f"assigned VIP {vip}")
+        if "ignore-updates" in self.defects:
+            svc = {**svc, "spec": {**svc["spec"], "ports": st.first_ports}}
         params = parse(svc["metadata"].get("annotations"), self.default_mode)
         if params != st.params:
             for err in params.errors:
@@ -274,7 +279,7 @@ class Controller:
         if st.params.backend_removal == "reset" or "no-drain" in self.defects:
             for k in removed:
                 self._forget_flows(st, st.pool.get(k) or st.ever_seen.get(k))
-        elif st.params.mode == "pod":
+        elif st.params.mode == "pod" and "udp-stale" not in self.defects:
             # UDP has no connection to drain: a flow pinned to a pod that left would go on being
             # sent to it (every datagram refreshes the entry), as kube-proxy clears its own.
             for k in removed:
@@ -320,7 +325,7 @@ class Controller:
 
     def _add_finalizer(self, svc: Json) -> bool:
         finalizers = list(svc["metadata"].get("finalizers") or [])
-        if CLEANUP_FINALIZER in finalizers:
+        if CLEANUP_FINALIZER in finalizers or "drop-finalizer" in self.defects:
             return True
         return self._set_finalizers(svc, [*finalizers, CLEANUP_FINALIZER])
 

@@ -76,6 +76,14 @@ DEFECTS: Final = {d.name: d for d in (
            "only sources inside loadBalancerSourceRanges reach the backends"),
     Defect("no-affinity", "ignores sessionAffinity: ClientIP and hashes every flow on its 5-tuple",
            "with ClientIP affinity, every flow of one client reaches the same backend"),
+    Defect("drop-finalizer", "provisions a Service without the load-balancer-cleanup finalizer",
+           "a provisioned Service carries the cleanup finalizer until its LB is gone"),
+    Defect("ignore-updates", "keeps the ports a Service had when it was provisioned",
+           "the listeners follow the Service's ports"),
+    Defect("udp-stale", "pod mode: keeps sending a UDP flow to a pod that left the pool",
+           "a UDP flow to a removed pod is forgotten, so its next datagram reaches a live pod"),
+    Defect("wrong-idle-reset", "does the opposite of the Service's `tcp-reset` when a flow idles out",
+           "an idled-out flow's next packet gets a reset exactly when the Service asks for one"),
 )}
 
 SHORT_IDLE_SECONDS: Final = 5

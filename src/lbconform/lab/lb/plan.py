@@ -152,6 +152,7 @@ def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend
         key=f"{meta['namespace']}/{meta['name']}", index=index, vip=vip, mode=params.mode,
         rules=tuple(rules), affinity=affinity, source_ranges=ranges, idle_timeout=idle,
         # reset-on-change: the flows it forgets on a change get a reset, not a new backend
-        tcp_reset=params.tcp_reset or "reset-on-change" in defects, snat=local and "snat-local" in defects,
+        tcp_reset=(params.tcp_reset != ("wrong-idle-reset" in defects)) or "reset-on-change" in defects,
+        snat=local and "snat-local" in defects,
         seed=(index * 2654435761) & 0xFFFFFFFF,
     )

@@ -1,0 +1,1 @@
+"""Backend chaos: backends whose readiness goes down and comes back."""

@@ -1,0 +1,1 @@
+"""Deployment probes that chaostoolkit-kubernetes lacks: waiting for a rollout to finish."""

@@ -1,0 +1,1 @@
+"""kube-proxy chaos: restart it on one node, through the provider."""

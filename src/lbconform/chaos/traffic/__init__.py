@@ -1,0 +1,1 @@
+"""Traffic during an experiment: a detached recorder drives requests at the VIP; probes count."""

@@ -1,0 +1,85 @@
+"""Starting, marking and stopping the traffic an experiment measures.
+
+The traffic is lbconform's open-loop request loop in a detached recorder process, aimed at
+the Service's load-balancer address (from its status) or at ``address`` when given. Against
+the lab it starts in the lab's client namespace (``netns`` "auto" with the lab provider).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from chaoslib.exceptions import ActivityFailed
+
+from lbconform.chaos.context import Configuration, kube_api, provider_name
+from lbconform.chaos.traffic import recording
+from lbconform.kube.rawapi import ApiError
+from lbconform.traffic.requests import NEW_CONNECTION
+
+__all__ = ["mark_traffic", "start_traffic", "stop_traffic"]
+
+#: ``netns`` value that means: the lab's client namespace with the lab provider, else none.
+AUTO = "auto"
+
+
+def service_address(ns: str, service: str) -> str:
+    """The first ingress address (IP, else hostname) in the Service's ``status.loadBalancer``."""
+    try:
+        svc = kube_api().get(f"/api/v1/namespaces/{ns}/services/{service}")
+    except (ApiError, OSError) as exc:
+        raise ActivityFailed(f"service {ns}/{service}: {exc}") from None
+    for ingress in svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []:
+        address = ingress.get("ip") or ingress.get("hostname")
+        if address:
+            return str(address)
+    raise ActivityFailed(f"service {ns}/{service} has no load-balancer ingress address yet")
+
+
+def traffic_netns(netns: str, configuration: Configuration) -> str:
+    if netns != AUTO:
+        return netns
+    if provider_name(configuration) == "lab":
+        from lbconform.lab.topology import CLIENT_NS
+
+        return CLIENT_NS
+    return ""
+
+
+def start_traffic(ns: str = "default", service: str = "backend", port: int = 80, rate: float = 20.0,
+                  seconds: float = 60.0, address: str = "", netns: str = AUTO,
+                  variant: str = NEW_CONNECTION, request_timeout: float = 3.0, path: str = "/hostname",
+                  name: str = "traffic", configuration: Configuration = None) -> dict[str, Any]:
+    """Send ``rate`` HTTP GETs of ``path`` per second to Service ``ns``/``service`` on ``port``,
+    for ``seconds``, from a detached recorder process; ``address`` replaces the Service's
+    load-balancer address. ``variant`` is new-connection (one connection per request) or
+    keep-alive. Probes ``traffic_failures`` and ``traffic_resets`` read the result by ``name``.
+    """
+    target = address or service_address(ns, service)
+    where = traffic_netns(netns, configuration)
+    argv = ["--address", target, "--port", str(int(port)), "--rate", str(float(rate)),
+            "--seconds", str(float(seconds)), "--variant", variant, "--timeout", str(float(request_timeout)),
+            "--path", path]
+    if where:
+        argv += ["--netns", where]
+    directory = recording.state_dir((configuration or {}).get("lbconform_state_dir"))
+    rec = recording.start(name, argv, float(seconds), directory)
+    return {"pid": rec.proc.pid, "address": target, "port": int(port), "netns": where,
+            "rate": float(rate), "seconds": float(seconds), "result_file": str(rec.out)}
+
+
+def mark_traffic(label: str, name: str = "traffic") -> float:
+    """Mark now (wall clock) as ``label`` in the running traffic ``name``: the probes can count
+    only what failed after a mark (``since_mark``), such as after a Deployment is back."""
+    rec = recording.get(name)
+    if rec is None:
+        raise ActivityFailed(f"no traffic named {name} was started in this run")
+    rec.marks[label] = time.time()
+    return rec.marks[label]
+
+
+def stop_traffic(name: str = "traffic") -> dict[str, Any] | None:
+    """End the traffic ``name`` if its recorder still runs (a rollback's cleanup) and forget it;
+    returns its result where a probe already read it."""
+    rec = recording.forget(name)
+    return rec.result if rec is not None else None

@@ -1,0 +1,41 @@
+"""Where the locustfiles are, and which one a name means.
+
+The locustfiles are product data, like manifests/: the top-level ``locustfiles/`` folder of
+a checkout (``lbconform.resources.data_dir``). A spec names one by its stem
+(``"http_keepalive"``) or gives any path; both must exist before a process is started, so
+that a typo is one clear line instead of Locust's usage text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lbconform.errors import LoadError
+from lbconform.resources import data_dir
+
+HTTP_NEW_CONNECTION = "http_new_connection"
+HTTP_KEEPALIVE = "http_keepalive"
+TCP_LONG_LIVED = "tcp_long_lived"
+#: The load shape (ramp, hold, chaos window); loaded next to a user's locustfile.
+SHAPES = "shapes"
+
+__all__ = ["HTTP_KEEPALIVE", "HTTP_NEW_CONNECTION", "SHAPES", "TCP_LONG_LIVED", "locustfile",
+           "locustfiles_dir"]
+
+
+def locustfiles_dir() -> Path:
+    try:
+        return data_dir("locustfiles")
+    except FileNotFoundError as exc:
+        raise LoadError(str(exc)) from None
+
+
+def locustfile(name: str | Path) -> Path:
+    """The file a name means: a stem in locustfiles/ (``.py`` may be left off), or a path."""
+    text = str(name)
+    stem_file = text if text.endswith(".py") else f"{text}.py"
+    path = Path(text) if "/" in text else locustfiles_dir() / stem_file
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in locustfiles_dir().glob("*.py")))
+        raise LoadError(f"locustfile {path} does not exist (locustfiles/ holds: {known})")
+    return path.resolve()
