@@ -48,6 +48,8 @@ class Timeouts:
         120, 600, "a test namespace and everything in it is gone")
     request: float = _timeout(
         3, 30, "one request from the client gets its answer")
+    experiment: float = _timeout(
+        600, 1800, "a chaos experiment ends: its method, its hypothesis and its rollbacks")
     idle_probe: float = _timeout(
         900, 3600, "checking a minutes-long declared idle timeout: an idle period just below it and one "
         "just above it, with the changes between")

@@ -89,3 +89,22 @@ def test_suite_catches_defect(defect: str, tmp_path: Path) -> None:
     failing_features = {f for p in doc["profiles"] for f in p["features"]["failed"]}
     assert failed == set(tests), result.stdout[-4000:]
     assert feature.value in failing_features
+
+
+NODE_KILL = "chaos/test_node_failure::test_killed_node_fails_requests_only_until_detected"
+#: defect -> the chaos suite tests that must fail (over their failure budget and detection window).
+CHAOS_DEFECT_SUITES: dict[str, tuple[str, ...]] = {
+    "ignore-health": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
+    "slow-unhealthy": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(CHAOS_DEFECT_SUITES), indirect=True)
+def test_chaos_suite_catches_defect(defect: str, tmp_path: Path) -> None:
+    result = lbconform_run("--profile", "chaos", "--allow-disruptive", "--mode", "node", "-n", "1",
+                           "--", "-k", "test_killed_node", report_dir=tmp_path)
+    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
+    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
+    assert failed == set(CHAOS_DEFECT_SUITES[defect]), result.stdout[-4000:]
+    assert "over budget" in result.stdout or "deviated=True" in result.stdout, result.stdout[-4000:]

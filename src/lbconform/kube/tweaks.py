@@ -184,6 +184,31 @@ def env(name: str, value: str | None = None, field_path: str | None = None) -> T
     return tweak
 
 
+def set_env(values: dict[str, str]) -> Tweak:
+    """Environment variables of every container, replacing those of the same name."""
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            kept = [v for v in c.get("env", []) if v["name"] not in values]
+            c["env"] = kept + [{"name": k, "value": v} for k, v in values.items()]
+
+    tweak.__name__ = "set_env"
+    return tweak
+
+
+def avoid_node(node: str) -> Tweak:
+    """Required node affinity: no pod on the named node."""
+    def tweak(obj: Json) -> None:
+        spec = _pod_spec(obj)
+        if spec is not None:
+            hostname = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}
+            term = {"matchExpressions": [hostname]}
+            spec.setdefault("affinity", {})["nodeAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+    tweak.__name__ = f"avoid_node_{node}"
+    return tweak
+
+
 def liveness_exec(command: list[str], period: int = 1, failures: int = 1) -> Tweak:
     def tweak(obj: Json) -> None:
         for c in _containers(obj):

@@ -3,7 +3,8 @@
 ``python -m lbconform.chaos.traffic.recorder --address A --port P --rate R --seconds S --out F``
 runs lbconform's RequestLoop (inside ``--netns`` when given: the lab's client namespace)
 and writes one JSON document to F when it ends: requests sent, failures by kind, resets,
-and every failure with its wall-clock time. F is written whole (a temporary file renamed),
+every failure with its wall-clock time, and the per-second outcomes as a timeline (to which a
+suite adds the experiment's events before plotting it). F is written whole (a temporary file renamed),
 so a reader never sees half of it; a recorder that cannot run writes ``error`` instead.
 """
 
@@ -18,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from lbconform.traffic.requests import KEEP_ALIVE, NEW_CONNECTION, OK, RESET, LoopResult, RequestLoop
+from lbconform.traffic.timeline import Timeline
 
 #: More failures than this are counted but not listed one by one.
 MAX_LISTED_FAILURES = 20000
 
 
-def summarize(result: LoopResult, meta: dict[str, Any]) -> dict[str, Any]:
+def summarize(result: LoopResult, meta: dict[str, Any], timeline: Timeline | None = None) -> dict[str, Any]:
     """The JSON document of one run."""
     return {
+        "timeline": timeline.to_json() if timeline is not None else None,
         **meta,
         "started": result.started,
         "ended": result.ended,
@@ -46,8 +49,10 @@ def record(address: str, port: int, rate: float, seconds: float, *, netns: str |
     """Run the loop to its end and return its document."""
     meta = {"address": address, "port": port, "netns": netns or "", "rate": rate, "seconds": seconds,
             "variant": variant, "path": path}
-    loop = RequestLoop(address, port, netns, path=path, variant=variant, timeout=timeout)
-    return summarize(loop.run(rate, seconds), meta)
+    timeline = Timeline(time.time())
+    loop = RequestLoop(address, port, netns, path=path, variant=variant, timeout=timeout,
+                       on_outcome=timeline.outcome)
+    return summarize(loop.run(rate, seconds), meta, timeline)
 
 
 def write_atomically(out: Path, doc: dict[str, Any]) -> None:

@@ -1,0 +1,74 @@
+"""Node failure under load: a node that dies as a power cut kills it (its processes and its
+link gone) costs failed requests only until the LB stops sending new connections to it; the
+LB's detection time is measured from the client's side and from the LB's healthy set."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from fixtures.chaos import HealthyWatch, RunExperiment
+from fixtures.harness import MakeBackends, MakeService, Measure
+from lbconform.features import Feature
+from lbconform.kube import tweaks
+from lbconform.lb import LoadBalancer
+from lbconform.providers.base import Provider
+from lbconform.target import Target
+
+pytestmark = [pytest.mark.features(Feature.NODE_FAILURE), pytest.mark.disruptive, pytest.mark.exclusive,
+              pytest.mark.xdist_group("chaos")]
+
+#: New connections per second through the experiment.
+RATE = 20
+WARMUP_SECONDS = 5
+#: Traffic after the kill: long enough that an LB still sending to the dead node well beyond
+#: its declared detection time shows it.
+OBSERVE_SECONDS = 20
+#: Beyond interval x threshold: one more interval (a check may start just before the node dies)
+#: and a second for the data plane to apply the change.
+DETECTION_SLACK_SECONDS = 1.0
+#: The failure budget is this many times the expected count: the dead node's share of the pool
+#: (new connections hash evenly over it) of every request sent within the detection window.
+BUDGET_MARGIN = 2
+
+
+@pytest.mark.parametrize("policy", ["Cluster", "Local"])
+def test_killed_node_fails_requests_only_until_detected(
+        make_backends: MakeBackends, make_service: MakeService, experiment: RunExperiment,
+        watch_healthy: Callable[[LoadBalancer], HealthyWatch], provider: Provider, target: Target,
+        measure: Measure, policy: str) -> None:
+    """A node killed under load fails new connections only until the LB's declared time to
+    unhealthy (plus one check interval) has passed, no more of them than the dead node's share
+    of that window (twice over), and none after it."""
+    declared = provider.declared_for(policy)
+    victim = sorted(target.node_addresses())[-1]
+    # Local: a backend on every node, the victim's dies with it. Cluster: none on the victim,
+    # so that every failure is the LB's (kube-proxy elsewhere never routes to a dead pod).
+    backends = (make_backends(tweaks.one_per_node, replicas=len(target.node_addresses())) if policy == "Local"
+                else make_backends(tweaks.avoid_node(victim), replicas=2))
+    lb: LoadBalancer = make_service(tweaks.traffic_policy(policy))
+    lb.must_be_node_pool()
+    lb.wait_for_settled_pool(backends)
+    window = declared.time_to_unhealthy + declared.health_check_interval + DETECTION_SLACK_SECONDS
+    budget = [0, math.ceil(BUDGET_MARGIN * RATE * window / len(lb.expected_pool(backends)))]
+    watch = watch_healthy(lb)
+    run = experiment("node-kill", namespace=lb.namespace, service=lb.name, node=victim, allowed_nodes=victim,
+                     allow_disruptive=True, traffic_rate=RATE, warmup_seconds=WARMUP_SECONDS,
+                     observe_seconds=OBSERVE_SECONDS, traffic_seconds=WARMUP_SECONDS + OBSERVE_SECONDS + 2,
+                     failure_tolerance=budget, reset_tolerance=budget)
+    watch.stop()
+    killed = run.started("kill-node")
+    failures = run.failures_after(killed)
+    stopped_after = max((f["at"] for f in failures), default=killed) - killed
+    dropped = watch.left_at(target.node_addresses()[victim], killed)
+    measure("node_kill_failed_requests", float(run.traffic["failed"]), "requests", declared=float(budget[1]))
+    measure("node_kill_resets", float(run.traffic["resets"]), "connections")
+    measure("node_kill_last_failure_after", stopped_after, "s", declared=window)
+    if dropped is not None:
+        measure("node_kill_lb_dropped_node_after", dropped - killed, "s", declared=declared.time_to_unhealthy)
+    assert run.run.completed, run.describe()
+    assert len(failures) == run.traffic["failed"], "requests failed before the node was killed"
+    assert stopped_after <= window, (f"new connections failed {stopped_after:.1f}s after the kill, "
+                                     f"beyond the declared {window:g}s: {run.describe()}")

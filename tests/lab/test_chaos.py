@@ -1,0 +1,102 @@
+"""The chaos side on the lab: every experiment runs standalone (``chaos run experiments/NAME.json``
+with KUBECONFIG in the environment, as a user runs it) and passes on the reference LB; the chaos
+profile passes through ``lbconform run --allow-disruptive``; a disruptive experiment without
+``allow_disruptive`` touches no node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lbconform.chaos.runner import experiment_path, var_arg
+from lbconform.kube import tweaks
+from lbconform.kube.manifests import Applier
+from lbconform.lab.cluster import Lab
+from lbconform.providers.lab import LabProvider
+from lbconform.termination import Ordering
+from tests.lab.helpers import deploy_backend, wait_for_healthy, wait_for_vip
+from tests.lab.test_run import lbconform_run
+
+pytestmark = pytest.mark.lab
+
+#: The node the disruptive experiments may touch; the backends avoid it where a dead pod would
+#: fail requests through kube-proxy on other nodes (not the LB's doing).
+VICTIM = "node-3"
+ALLOWED = {"node": VICTIM, "allowed_nodes": VICTIM, "allow_disruptive": True}
+#: Per experiment: its configuration for a short run against the test's backends.
+EXPERIMENTS: dict[str, dict[str, object]] = {
+    "rolling-restart": {"traffic_seconds": 40, "rollout_timeout": 60},
+    "scale-to-zero": {"traffic_seconds": 45, "zero_seconds": 5, "rollout_timeout": 45},
+    "backend-flap": {"traffic_seconds": 60, "flap_cycles": 2},
+    "node-drain": {**ALLOWED, "traffic_seconds": 40, "drain_timeout": 60},
+    "kube-proxy-restart": {**ALLOWED, "traffic_seconds": 25},
+    # 20/s for the ~4 s until the LB drops the dead node, a third of them to it: ~27; 40 allowed.
+    "node-kill": {**ALLOWED, "traffic_seconds": 17, "observe_seconds": 10, "failure_tolerance": [0, 40]},
+}
+#: A whole standalone run: traffic, pauses, rollbacks (a node restart), Python start-up.
+EXPERIMENT_SECONDS = 240
+
+
+def test_every_experiment_is_in_the_table() -> None:
+    assert set(EXPERIMENTS) == {p.stem for p in experiment_path("node-kill").parent.glob("*.json")}
+
+
+def chaos_run(name: str, namespace: str, tmp_path: Path, **configuration: object) -> dict[str, object]:
+    """``chaos run`` of one experiment file, as a user runs it; its journal."""
+    journal = tmp_path / f"{name}.journal.json"
+    argv = [str(Path(sys.executable).with_name("chaos")), "--no-version-check", "run",
+            "--journal-path", str(journal)]
+    for key, value in {"namespace": namespace, **configuration}.items():
+        argv += ["--var", var_arg(key, value)]
+    env = {**os.environ, "KUBECONFIG": str(Lab().dir.kubeconfig)}
+    proc = subprocess.run([*argv, str(experiment_path(name))], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=EXPERIMENT_SECONDS, check=False)
+    assert journal.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc: dict[str, object] = json.loads(journal.read_text())
+    doc["_output"] = proc.stdout[-3000:] + proc.stderr[-3000:]
+    return doc
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_experiment_runs_standalone_and_passes(name: str, test_namespace: Applier, tmp_path: Path) -> None:
+    order = Ordering.correct(LabProvider().declared())
+    avoid = [tweaks.avoid_node(VICTIM)] if name == "node-kill" else []
+    deploy_backend(test_namespace, *order.tweaks(), *avoid, tweaks.replicas(2 if avoid else 3))
+    assert test_namespace.namespace
+    wait_for_vip(test_namespace.api, test_namespace.namespace)
+    wait_for_healthy(test_namespace.namespace, 3)
+    journal = chaos_run(name, test_namespace.namespace, tmp_path, **EXPERIMENTS[name])
+    after = journal["steady_states"]["after"]  # type: ignore[index]
+    values = {p["activity"]["name"]: p["output"] for p in after["probes"]}  # type: ignore[index]
+    assert journal["status"] == "completed" and not journal["deviated"], (values, journal["_output"])
+    assert all(r["status"] == "succeeded" for r in journal["rollbacks"]), journal["rollbacks"]  # type: ignore[union-attr]
+    nodes = test_namespace.api.get("/api/v1/nodes")["items"]
+    assert all(not n["spec"].get("unschedulable") for n in nodes), "a node was left cordoned"
+
+
+def test_disruptive_experiment_refused_without_the_switch(test_namespace: Applier, tmp_path: Path) -> None:
+    deploy_backend(test_namespace, tweaks.replicas(1))
+    assert test_namespace.namespace
+    before = Lab().status().processes
+    journal = chaos_run("node-kill", test_namespace.namespace, tmp_path, node=VICTIM, allowed_nodes=VICTIM)
+    assert journal["status"] == "failed" and not journal["run"], journal["_output"]
+    assert Lab().status().processes == before and all(before.values()), before
+
+
+def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> None:
+    result = lbconform_run("--profile", "chaos", "--allow-disruptive", "-n", "2", "--mode", "node",
+                           report_dir=tmp_path)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    chaos = next(p for p in doc["profiles"] if p["name"] == "chaos")
+    assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 4, chaos
+    names = {m["name"] for m in doc["measurements"]}
+    assert {"node_kill_lb_dropped_node_after", "rollout_locust_requests", "drain_locust_requests"} <= names
+    journals = list((tmp_path / "chaos").glob("*/journal.json"))
+    assert len(journals) == 4, journals
