@@ -3,10 +3,18 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps
+# chromium renders the HTML report in tests/unit/test_html_report.py (headless, no Playwright).
+DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps chromium
 STAMP  := $(VENV)/.installed
+# Shared with src/lbconform/lab/build.py: built binaries and the Allure CLI live outside the repo.
+LBCONFORM_CACHE ?= $(HOME)/.cache/lbconform
+# Allure 3 (npm `allure`) builds the HTML report with node alone; Allure 2 would need a JRE.
+# Keep equal to ALLURE_VERSION in src/lbconform/report/html.py (a unit test checks).
+ALLURE_VERSION := 3.18.0
+ALLURE_DIR     := $(LBCONFORM_CACHE)/allure-$(ALLURE_VERSION)
+ALLURE         := $(ALLURE_DIR)/node_modules/.bin/allure
 
-.PHONY: run test setup debs python binaries unit lab lint types bench clean
+.PHONY: run test setup debs python binaries allure unit lab lint types bench clean
 
 run: setup
 	$(BIN)/lbconform run
@@ -14,7 +22,7 @@ run: setup
 test: setup
 	$(BIN)/pytest tests -p no:cacheprovider
 
-setup: debs python binaries
+setup: debs python binaries allure
 
 debs:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -32,6 +40,16 @@ $(STAMP): pyproject.toml
 
 binaries: python
 	$(BIN)/lbconform lab build
+
+# One folder per version, so a new pin installs beside the old one and never mixes with it;
+# the CLI's own file is the stamp, written last by npm.
+allure: $(ALLURE)
+$(ALLURE):
+	@command -v npm >/dev/null 2>&1 || { echo "installing Debian packages: nodejs npm"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { \
+	  echo "Allure $(ALLURE_VERSION) needs Node.js >= 20 (found $$(node --version)): install a newer nodejs"; exit 1; }
+	npm install --prefix $(ALLURE_DIR) --no-audit --no-fund --save-exact allure@$(ALLURE_VERSION)
 
 unit: python
 	$(BIN)/pytest tests/unit -p no:cacheprovider

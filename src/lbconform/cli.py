@@ -126,6 +126,52 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run(opts, _say)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """summary.md from the run's conformance report and datasheet (and the HTML report, asked)."""
+    from pathlib import Path
+
+    from lbconform.report.collector import DATASHEET_FILE, REPORT_FILE, SUMMARY_FILE
+    from lbconform.report.schema import load_report
+    from lbconform.report.summary import render
+
+    report_dir = Path(args.report_dir)
+    path = report_dir / REPORT_FILE
+    if not path.is_file():
+        raise LbconformError(f"no {REPORT_FILE} in {report_dir}/: run `lbconform run` first, or name its "
+                             "--report-dir")
+    sheet = report_dir / DATASHEET_FILE
+    (report_dir / SUMMARY_FILE).write_text(
+        render(load_report(path), sheet.read_text(encoding="utf-8") if sheet.is_file() else None),
+        encoding="utf-8")
+    print(f"summary: {report_dir / SUMMARY_FILE}")
+    # --- the HTML report (lbconform.report.html) ---
+    if getattr(args, "html", False) or getattr(args, "single_file", False):
+        from lbconform.report.html import run_html
+
+        return run_html(args)
+    return 0
+
+
+def cmd_report_verify(args: argparse.Namespace) -> int:
+    """Check a conformance report against the schema and its arithmetic; every problem, one a line."""
+    from pathlib import Path
+
+    from lbconform.report.schema import load_report, verify
+
+    path = Path(args.file)
+    doc = load_report(path)
+    problems = verify(doc)
+    for problem in problems:
+        print(f"{path}: {problem}")
+    if problems:
+        print(f"lbconform: {path} is not a valid conformance report ({len(problems)} problem(s))",
+              file=sys.stderr)
+        return 1
+    tests = sum(sum(p["statistics"].values()) for p in doc["profiles"])
+    print(f"{path}: a valid conformance report ({len(doc['profiles'])} profile(s), {tests} test(s))")
+    return 0
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from lbconform.config import parse_duration
     from lbconform.kube.rawapi import RawApi, api_client
@@ -193,6 +239,20 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--contact", action="append", default=[], help="report: who to ask (repeatable)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest (-k NAME)")
     run.set_defaults(func=cmd_run)
+
+    report = sub.add_parser("report", help="summary.md (and the HTML report) from a run's reports/; "
+                                           "'report verify FILE' checks a conformance report")
+    report.add_argument("--report-dir", default="reports", help="the run's --report-dir (default: reports/)")
+    report.set_defaults(func=cmd_report)
+    # --- the HTML report's options (lbconform.report.html) ---
+    from lbconform.report.html import add_html_arguments
+
+    add_html_arguments(report)
+    # --- end of the HTML report's options ---
+    report_sub = report.add_subparsers(dest="report_action")
+    verify = report_sub.add_parser("verify", help="check a conformance report: schema and statistics")
+    verify.add_argument("file", help="conformance-report.yaml (or .json)")
+    verify.set_defaults(func=cmd_report_verify)
 
     sweep = sub.add_parser("sweep", help="remove what killed runs left (only objects with the run label)")
     sweep.add_argument("--kubeconfig", help="the cluster (default: the lab)")

@@ -31,6 +31,7 @@ class Feature(StrEnum):
     NODE_FAILURE = "NodeFailure"
     NODE_DRAIN = "NodeDrain"
     ROLLING_UPDATE = "RollingUpdate"
+    BACKEND_CHURN = "BackendChurn"
 
 
 PROFILES: Final[dict[str, tuple[Feature, ...]]] = {
@@ -39,7 +40,7 @@ PROFILES: Final[dict[str, tuple[Feature, ...]]] = {
     "extended": (Feature.BACKEND_POOL, Feature.POD_BACKEND_POOL, Feature.SESSION_AFFINITY,
                  Feature.SOURCE_RANGES, Feature.IDLE_TIMEOUT, Feature.KEEPALIVE_SURVIVAL,
                  Feature.GRACEFUL_TERMINATION, Feature.UDP),
-    "chaos": (Feature.NODE_FAILURE, Feature.NODE_DRAIN, Feature.ROLLING_UPDATE),
+    "chaos": (Feature.NODE_FAILURE, Feature.NODE_DRAIN, Feature.ROLLING_UPDATE, Feature.BACKEND_CHURN),
 }
 
 #: Profiles whose tests disturb the cluster (kill nodes, drain them); they run only when asked.

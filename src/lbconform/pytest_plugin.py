@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import tempfile
 import uuid
 from collections.abc import Callable, Generator
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from lbconform import progress
 from lbconform.features import PROFILES, Feature, parse_features, test_profile
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lab_lifecycle: boots and removes labs itself; runs without a shared lab")
     workerinput = getattr(config, "workerinput", None)
+    progress_dir = os.environ.get(progress.ENV)
+    if workerinput is None and progress_dir:
+        config.pluginmanager.register(progress.Progress(Path(progress_dir)), "lbconform-progress")
     if workerinput is not None:
         config.stash[_RUN_ID] = workerinput["lbconform_run_id"]
     else:

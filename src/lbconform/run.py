@@ -10,15 +10,17 @@ pytest-xdist when ``workers`` > 1), so that the suites' imports never mix with t
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from lbconform import providers
+from lbconform import progress, providers
 from lbconform.errors import UsageError
 from lbconform.features import PROFILES, parse_features
 from lbconform.resources import data_dir
@@ -111,6 +113,27 @@ def pytest_argv(opts: RunOptions) -> list[str]:
     return argv + opts.pytest_args
 
 
+def _pytest(argv: list[str], report_dir: Path, say: Say) -> int:
+    """The suites' pytest as a child process. On a terminal (not in CI) its output goes to
+    ``pytest.log`` and a status line shows progress, then the failures are shown; else pytest
+    prints quietly."""
+    cwd = data_dir("suites").parent
+    if not progress.wanted():
+        log.info("running %s", " ".join(argv))
+        return subprocess.run([*argv, "-q"], cwd=cwd, check=False).returncode
+    report_dir.mkdir(parents=True, exist_ok=True)
+    log_path = report_dir / "pytest.log"
+    with tempfile.TemporaryDirectory(prefix="lbconform-progress-") as folder, open(log_path, "w") as out:
+        env = {**os.environ, progress.ENV: folder}
+        code = subprocess.run(argv, cwd=cwd, env=env, stdout=out, check=False).returncode
+    lines = log_path.read_text(errors="replace").splitlines()
+    start = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines) - 1)
+    for line in lines[start:]:
+        say(line)
+    say(f"pytest's output: {log_path}")
+    return code
+
+
 def summary(report_dir: Path) -> list[str]:
     """One line per profile from the conformance report, for the terminal."""
     path = report_dir / "conformance-report.yaml"
@@ -144,8 +167,7 @@ def run(opts: RunOptions, say: Say) -> int:
         (opts.report_dir / stale).unlink(missing_ok=True)
     try:
         argv = pytest_argv(opts)
-        log.info("running %s", " ".join(argv))
-        code = subprocess.run(argv, cwd=data_dir("suites").parent, check=False).returncode
+        code = _pytest(argv, opts.report_dir.resolve(), say)
     finally:
         if lab is not None and not opts.keep_lab:
             lab.down()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from lbconform.errors import LbconformError
+from lbconform.progress import waiting
 
 T = TypeVar("T")
 
@@ -74,18 +75,19 @@ def poll_until(
     deadline = Deadline.after(timeout, clock)
     last_value: object = None
     last_error: BaseException | None = None
-    while True:
-        try:
-            value = probe()
-        except retry_on as exc:
-            last_error = exc
-        else:
-            if value:
-                return value
-            last_value = value
-        if deadline.expired():
-            raise WaitTimeout(description, timeout, last_value, last_error)
-        sleep(min(interval, deadline.remaining()))
+    with waiting(description, timeout):
+        while True:
+            try:
+                value = probe()
+            except retry_on as exc:
+                last_error = exc
+            else:
+                if value:
+                    return value
+                last_value = value
+            if deadline.expired():
+                raise WaitTimeout(description, timeout, last_value, last_error)
+            sleep(min(interval, deadline.remaining()))
 
 
 def await_convergence(

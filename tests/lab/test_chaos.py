@@ -95,8 +95,9 @@ def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> N
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     chaos = next(p for p in doc["profiles"] if p["name"] == "chaos")
-    assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 4, chaos
+    assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 7, chaos
     names = {m["name"] for m in doc["measurements"]}
-    assert {"node_kill_lb_dropped_node_after", "rollout_locust_requests", "drain_locust_requests"} <= names
+    assert {"node_kill_lb_dropped_node_after", "rollout_locust_requests", "drain_locust_requests",
+            "kube_proxy_restart_failed_requests", "backend_flap_failed_requests"} <= names
     journals = list((tmp_path / "chaos").glob("*/journal.json"))
-    assert len(journals) == 4, journals
+    assert len(journals) == 7, journals

@@ -34,7 +34,8 @@ NOT_SUPPORTED_IN_MODE = {
                 "test_flows_idle_below_the_timeout_survive_a_change",
                 "test_flows_idle_beyond_the_timeout_move_after_a_change",
                 "test_flows_idle_beyond_the_timeout_survive_without_a_change",
-                "test_idle_timeout_measured", "test_keepalive_shorter_than_idle_survives_changes"))},
+                "test_idle_timeout_measured", "test_idled_out_flows_reset_when_asked",
+                "test_keepalive_shorter_than_idle_survives_changes"))},
 }
 #: A whole run of both profiles must end within this (it takes five to eight minutes).
 RUN_SECONDS = 1200
@@ -69,7 +70,20 @@ def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode: str, tmp_pat
     assert (tmp_path / "junit.xml").is_file() and (tmp_path / "datasheet.md").is_file()
     assert (tmp_path / "allure-results" / "environment.properties").is_file()
     assert "| time_to_unhealthy |" in (tmp_path / "datasheet.md").read_text() or mode == "pod"
+    assert "| core | **success** |" in (tmp_path / "summary.md").read_text()
     assert lab.dir.exists(), "a run must leave a lab it did not boot running"
+    verify = lbconform_cli("report", "verify", str(tmp_path / "conformance-report.yaml"))
+    assert verify.returncode == 0 and "a valid conformance report" in verify.stdout, verify.stderr
+    if mode == "node":  # the lab run's reports become the HTML report people browse
+        html = lbconform_cli("report", "--report-dir", str(tmp_path), "--html", "--single-file")
+        assert html.returncode == 0, html.stdout + html.stderr
+        assert (tmp_path / "html" / "index.html").is_file()
+        assert (tmp_path / "html-single" / "index.html").stat().st_size > 100_000
+
+
+def lbconform_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lbconform.cli", *args], capture_output=True, text=True,
+                          timeout=RUN_SECONDS, check=False)
 
 
 @pytest.mark.lab_lifecycle

@@ -10,7 +10,7 @@ PUBLISHED = {
              "HealthCheckTransitions"],
     "extended": ["BackendPool", "PodBackendPool", "SessionAffinity", "SourceRanges", "IdleTimeout",
                  "KeepaliveSurvival", "GracefulTermination", "UDP"],
-    "chaos": ["NodeFailure", "NodeDrain", "RollingUpdate"],
+    "chaos": ["NodeFailure", "NodeDrain", "RollingUpdate", "BackendChurn"],
 }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -486,3 +488,63 @@ def test_no_report_when_nothing_ran_because_of_a_usage_error(tmp_path: Path) -> 
     collector = ReportCollector(tmp_path / "out", run_info)
     collector.pytest_sessionfinish(None, pytest.ExitCode.USAGE_ERROR)  # type: ignore[arg-type]
     assert not (tmp_path / "out").exists()
+
+
+# --- lbconform report / report verify ----------------------------------------------------------------
+
+def lbconform(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lbconform.cli", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_report_verify_accepts_a_valid_report(tmp_path: Path) -> None:
+    path = tmp_path / "conformance-report.yaml"
+    conformance.write(path, sample_report())
+    done = lbconform("report", "verify", str(path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{path}: a valid conformance report (2 profile(s), 5 test(s))"
+
+
+def test_report_verify_rejects_a_tampered_report_naming_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "conformance-report.yaml"
+    doc = tampered(lambda d: d["profiles"][0]["statistics"].__setitem__("passed", 3))
+    doc["profiles"][1]["result"] = "great"
+    path.write_text(yaml.safe_dump(doc))
+    done = lbconform("report", "verify", str(path))
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        f"{path}: profiles[1].result: 'great' is not one of ['success', 'partial', 'failure']",
+        f"{path}: profiles[0].statistics.passed: 3 but profiles[0].tests.passed lists 2 test(s)"]
+    assert done.stderr.strip() == f"lbconform: {path} is not a valid conformance report (2 problem(s))"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "cannot read it"), ("profiles: [unclosed", "not YAML or JSON")])
+def test_report_verify_of_an_unreadable_file_is_one_line(tmp_path: Path, content: str | None,
+                                                         message: str) -> None:
+    path = tmp_path / "report.yaml"
+    if content is not None:
+        path.write_text(content)
+    done = lbconform("report", "verify", str(path))
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"lbconform: error: {path}: {message}"), lines
+
+
+def test_summary_lists_profiles_features_failures_and_the_datasheet(tmp_path: Path) -> None:
+    conformance.write(tmp_path / "conformance-report.yaml", sample_report())
+    (tmp_path / "datasheet.md").write_text("# Datasheet: x\n\n| measurement |\n| --- |\n| resets |\n")
+    done = lbconform("report", "--report-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "summary.md").read_text()
+    assert "| core | **failure** | 2 | 1 | 0 | 0 |\n| extended | **partial** | 0 | 0 | 1 | 1 |" in text
+    assert "| ExternalTrafficPolicyLocal | failed |" in text and "| BackendPool | not supported |" in text
+    assert "Failed:\n\n- `test_x::c`" in text and "Not supported:\n\n- `test_x::d`" in text
+    assert text.rstrip().endswith("| resets |") and "## Datasheet" in text
+
+
+def test_summary_without_a_report_says_what_to_run(tmp_path: Path) -> None:
+    done = lbconform("report", "--report-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"lbconform: error: no conformance-report.yaml in {tmp_path}/: run "
+                                   "`lbconform run` first, or name its --report-dir")

@@ -18,7 +18,7 @@ import pytest
 
 from lbconform.pytest_plugin import FEATURES_PROPERTY, RESULT_PROPERTY
 from lbconform.pytest_plugin import NOT_SUPPORTED as NOT_SUPPORTED_VALUE
-from lbconform.report import allure, conformance, datasheet
+from lbconform.report import allure, conformance, datasheet, summary
 from lbconform.report.model import (
     DESCRIPTION_PROPERTY,
     FAILED,
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 REPORT_FILE = "conformance-report.yaml"
 DATASHEET_FILE = "datasheet.md"
+SUMMARY_FILE = "summary.md"
 ALLURE_DIR = "allure-results"
 
 MESSAGE_LIMIT = 200
@@ -77,12 +78,13 @@ class ReportCollector:
                 profiles |= conformance.profiles_of(r.features)
             run = RunInfo.unknown(tuple(sorted(profiles)))
         self.report_dir.mkdir(parents=True, exist_ok=True)
-        conformance.write(self.report_dir / REPORT_FILE,
-                          conformance.build(self.results, self.measurements, run))
-        (self.report_dir / DATASHEET_FILE).write_text(datasheet.render(self.measurements, run),
-                                                      encoding="utf-8")
+        doc = conformance.build(self.results, self.measurements, run)
+        conformance.write(self.report_dir / REPORT_FILE, doc)
+        sheet = datasheet.render(self.measurements, run)
+        (self.report_dir / DATASHEET_FILE).write_text(sheet, encoding="utf-8")
+        (self.report_dir / SUMMARY_FILE).write_text(summary.render(doc, sheet), encoding="utf-8")
         allure.write_environment(allure_dir or self.report_dir / ALLURE_DIR, allure.run_environment(run))
-        log.info("wrote %s and %s in %s", REPORT_FILE, DATASHEET_FILE, self.report_dir)
+        log.info("wrote %s, %s and %s in %s", REPORT_FILE, DATASHEET_FILE, SUMMARY_FILE, self.report_dir)
 
 
 def _alluredir(config: pytest.Config) -> Path | None:

@@ -75,3 +75,24 @@ def check_statistics(doc: Any) -> list[str]:
                     problems.append(f"profiles[{i}].tests: {name!r} is in both {seen[name]} and {key}")
                 seen.setdefault(name, key)
     return problems
+
+
+def load_report(path: Path) -> Any:
+    """The document in ``path`` (YAML, of which JSON is a part); a clear error when unreadable."""
+    import yaml
+
+    from lbconform.errors import UsageError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not YAML or JSON ({str(exc).splitlines()[0]})") from None
+
+
+def verify(doc: Any) -> list[str]:
+    """Every problem of a conformance report: its shape, then its arithmetic."""
+    return validate(doc) + check_statistics(doc)
