@@ -52,6 +52,15 @@ def waiting(description: str, timeout: float) -> Iterator[None]:
             path.unlink()
 
 
+def terminal() -> TextIO | None:
+    """The controlling terminal, written to directly: pytest captures stderr (its file
+    descriptor too) from before any plugin starts, so a status line cannot go there."""
+    try:
+        return open("/dev/tty", "w", encoding="utf-8")  # closed at session finish
+    except OSError:
+        return None
+
+
 def read_waits(folder: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted(folder.glob("*.json")):
@@ -107,9 +116,11 @@ class Progress:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             self.stream.write("\r\033[K")
             self.stream.flush()
+            if self.stream is not sys.stderr:
+                self.stream.close()
 
     def _redraw(self) -> None:
         while not self._stop.wait(REDRAW_SECONDS):

@@ -84,8 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "lab_lifecycle: boots and removes labs itself; runs without a shared lab")
     workerinput = getattr(config, "workerinput", None)
     progress_dir = os.environ.get(progress.ENV)
-    if workerinput is None and progress_dir:
-        config.pluginmanager.register(progress.Progress(Path(progress_dir)), "lbconform-progress")
+    tty = progress.terminal() if workerinput is None and progress_dir else None
+    if tty is not None and progress_dir:
+        config.pluginmanager.register(progress.Progress(Path(progress_dir), tty), "lbconform-progress")
     if workerinput is not None:
         config.stash[_RUN_ID] = workerinput["lbconform_run_id"]
     else:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ from lbconform.providers.base import NotSupported
 from lbconform.providers.generic import GenericProvider
 from lbconform.providers.kind import KindProvider
 from lbconform.resources import experiments_dir
+from tests.unit.backend import NAME, serving
 
 EXPERIMENTS = sorted(experiments_dir().glob("*.json"))
 #: Activities that touch nodes; an experiment using any of them is disruptive.
@@ -55,28 +54,10 @@ def node_activities(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [a for a in activities(doc) if a["provider"].get("module") in NODE_MODULES]
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        body = b"local-backend" if self.path == "/hostname" else b"no"
-        self.send_response(200 if self.path == "/hostname" else 404)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def server() -> Iterator[int]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd.server_address[1]
-    httpd.shutdown()
-    httpd.server_close()
+    with serving() as port:
+        yield port
 
 
 @pytest.fixture
@@ -281,7 +262,7 @@ def test_recorder_writes_its_result(server: int, tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["requests"] >= 30 and doc["ok"] == doc["requests"]
     assert (doc["failed"], doc["resets"], doc["error"]) == (0, 0, "")
-    assert doc["backends"] == {"local-backend": doc["ok"]}
+    assert doc["backends"] == {NAME: doc["ok"]}
     assert doc["ended"] - doc["started"] >= 1.9
 
 

@@ -5,43 +5,24 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from lbconform.traffic.requests import KEEP_ALIVE, NEW_CONNECTION, OK, REFUSED, WRONG, RequestLoop
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        code = 500 if self.path.startswith("/fail") else 200
-        body = b"backend-a"
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+from tests.unit.backend import NAME, serving
 
 
 @pytest.fixture
 def server() -> Iterator[int]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd.server_address[1]
-    httpd.shutdown()
-    httpd.server_close()
+    with serving() as port:
+        yield port
 
 
 @pytest.mark.parametrize("variant", [NEW_CONNECTION, KEEP_ALIVE])
 def test_open_loop_rate_and_answers(server: int, variant: str) -> None:
     result = RequestLoop("127.0.0.1", server, variant=variant).run(rate=50, seconds=1.0)
     assert result.sent == 50 and result.outcomes == {OK: 50}
-    assert result.backends == {"backend-a": 50}
+    assert result.backends == {NAME: 50}
     assert 0.9 <= result.ended - result.started <= 2.0
 
 
