@@ -172,10 +172,9 @@ def measure_idle_timeout(probe: IdleProbe, declared: float, budget: float,
     first: if they do not behave, there is nothing to bisect."""
     plan = plan_idle_check(declared, budget, server_keepalive)
     if not plan.bisect:
-        below = probe.idle(plan.low, change=True) == {ALIVE: probe.connections}
-        above = probe.idle(plan.high, change=True) == {ALIVE: probe.connections}
-        if not below:
+        if probe.idle(plan.low, change=True) != {ALIVE: probe.connections}:
             return 0.0, plan.low
+        above = probe.idle(plan.high, change=True) == {ALIVE: probe.connections}
         return (plan.high, float("inf")) if above else (plan.low, plan.high)
     return bisect_idle_timeout(probe, plan.low, plan.high)
 

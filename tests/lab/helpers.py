@@ -114,3 +114,41 @@ def remove_pinned_backend(ns: Applier, removal: str) -> tuple[list[Any], list[An
         pinned = [c for c in fleet.connections if c.backends[0] == victim]
         assert pinned, "no connection reached node-2's pod"
         return pinned, [c for c in fleet.connections if c not in pinned]
+
+
+def change_port(ns: Applier, port: int) -> None:
+    """The Service's first port becomes ``port``; returns once the LB reconciled the change."""
+    path = f"/api/v1/namespaces/{ns.namespace}/services/backend"
+    assert ns.namespace
+    from lbconform.lab.lb.client import LabLB
+    from lbconform.wait import poll_until
+
+    lb = LabLB()
+
+    def reconciles() -> int:
+        state = lb.service(ns.namespace or "", "backend")
+        assert state is not None
+        return int(state["counters"]["reconciles"])
+
+    before = reconciles()
+    svc = ns.api.get(path)
+    svc["spec"]["ports"][0]["port"] = port
+    ns.api.put(path, svc)
+    poll_until(lambda: reconciles() > before, timeout=10, description="the LB to reconcile the port change")
+
+
+def udp_from(vip: str, port: int, source_port: int = 0, message: bytes = b"hostname") -> str:
+    """One datagram from the client (from ``source_port`` when given); the answer (OSError: none)."""
+    import socket
+
+    from lbconform.lab.nsexec import run_in_netns
+
+    def ask() -> str:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("", source_port))
+            s.settimeout(1)
+            s.sendto(message, (vip, port))
+            return s.recv(4096).decode().strip()
+
+    return run_in_netns(topo.CLIENT_NS, ask)

@@ -52,7 +52,7 @@ def chaos_run(name: str, namespace: str, tmp_path: Path, **configuration: object
     journal = tmp_path / f"{name}.journal.json"
     argv = [str(Path(sys.executable).with_name("chaos")), "--no-version-check", "run",
             "--journal-path", str(journal)]
-    for key, value in {"namespace": namespace, **configuration}.items():
+    for key, value in {"namespace": namespace, "lbconform_state_dir": str(tmp_path), **configuration}.items():
         argv += ["--var", var_arg(key, value)]
     env = {**os.environ, "KUBECONFIG": str(Lab().dir.kubeconfig)}
     proc = subprocess.run([*argv, str(experiment_path(name))], capture_output=True, text=True, cwd=tmp_path,

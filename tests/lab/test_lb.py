@@ -17,12 +17,14 @@ from lbconform.traffic.fleet import Fleet, KeepAlive
 from lbconform.wait import poll_until
 from tests.lab.helpers import (
     Stopwatch,
+    change_port,
     client_get,
     deploy_backend,
     deploy_with_vip,
     lab_lb,
     pods_by_node,
     remove_pinned_backend,
+    udp_from,
     wait_for_healthy,
     wait_for_vip,
 )
@@ -93,8 +95,6 @@ def test_type_change_and_delete_release_the_load_balancer(test_namespace: Applie
 
 
 def test_port_change_moves_the_listener(test_namespace: Applier) -> None:
-    from tests.lab.test_lb_defects import change_port
-
     vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
     change_port(test_namespace, 8080)
     poll_until(lambda: client_get(vip, 8080, "/hostname")[0] == 200, timeout=10, retry_on=(OSError,),
@@ -204,20 +204,6 @@ def test_node_leaves_the_healthy_set_after_interval_times_threshold(test_namespa
     assert expected - interval <= took <= expected + interval, f"left after {took:.2f}s, expected {expected}s"
 
 
-def _udp(vip: str, port: int, message: bytes) -> str:
-    import socket
-
-    from lbconform.lab.nsexec import run_in_netns
-
-    def ask() -> str:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.settimeout(1)
-            s.sendto(message, (vip, port))
-            return s.recv(4096).decode().strip()
-
-    return run_in_netns(topo.CLIENT_NS, ask)
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_udp_port_is_served(test_namespace: Applier, mode: str) -> None:
     api, ns = test_namespace.api, test_namespace.namespace
@@ -226,7 +212,7 @@ def test_udp_port_is_served(test_namespace: Applier, mode: str) -> None:
     vip = wait_for_vip(api, ns)
     wait_for_healthy(ns, 3)
     names = {p["metadata"]["name"] for p in pods_by_node(api, ns).values()}
-    answer = poll_until(lambda: _udp(vip, 8081, b"hostname"), timeout=10, retry_on=(OSError,),
+    answer = poll_until(lambda: udp_from(vip, 8081), timeout=10, retry_on=(OSError,),
                         description=f"a UDP answer from {vip}:8081")
     assert answer in names
 

@@ -22,12 +22,14 @@ from lbconform.lab.lb.params import DEFECTS
 from lbconform.traffic.fleet import Fleet
 from lbconform.wait import poll_until
 from tests.lab.helpers import (
+    change_port,
     client_get,
     deploy_backend,
     deploy_with_vip,
     lab_lb,
     pods_by_node,
     remove_pinned_backend,
+    udp_from,
     wait_for_healthy,
     wait_for_vip,
 )
@@ -242,41 +244,6 @@ def test_ignore_updates_keeps_the_first_port(defect: str, test_namespace: Applie
     assert client_get(vip, 80, "/hostname")[0] == 200
     with pytest.raises(OSError):
         client_get(vip, 8080, "/hostname", timeout=1)
-
-
-def change_port(ns: Applier, port: int) -> None:
-    """The Service's first port becomes ``port``; returns once the LB reconciled the change."""
-    path = f"/api/v1/namespaces/{ns.namespace}/services/backend"
-    assert ns.namespace
-    lb = LabLB()
-
-    def reconciles() -> int:
-        state = lb.service(ns.namespace or "", "backend")
-        assert state is not None
-        return int(state["counters"]["reconciles"])
-
-    before = reconciles()
-    svc = ns.api.get(path)
-    svc["spec"]["ports"][0]["port"] = port
-    ns.api.put(path, svc)
-    poll_until(lambda: reconciles() > before, timeout=10, description="the LB to reconcile the port change")
-
-
-def udp_from(vip: str, port: int, source_port: int) -> str:
-    """One datagram from the client's fixed ``source_port``; the answer (OSError: none)."""
-    import socket
-
-    from lbconform.lab.nsexec import run_in_netns
-
-    def ask() -> str:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("", source_port))
-            s.settimeout(1)
-            s.sendto(b"hostname", (vip, port))
-            return s.recv(4096).decode().strip()
-
-    return run_in_netns(topo.CLIENT_NS, ask)
 
 
 @with_defect("udp-stale")

@@ -85,7 +85,7 @@ def test_a_minutes_long_timeout_is_bracketed_not_bisected() -> None:
     assert probe.probed == [228.0, 252.0]
     early = FakeProbe(200.0)
     measured = measure_idle_timeout(cast(IdleProbe, cast(Any, early)), 240.0, 900, server_keepalive=3600)
-    assert measured == (0.0, 228.0)
+    assert measured == (0.0, 228.0) and early.probed == [228.0]
 
 
 def test_a_timeout_the_backends_keepalive_hides_or_the_budget_cannot_hold_is_refused() -> None:

@@ -29,26 +29,26 @@ def kill_node(name: str, configuration: Configuration = None) -> str:
     Disruptive: refused unless ``allow_disruptive`` is true and ``name`` is in ``allowed_nodes``.
     Roll back with ``start_node``.
     """
-    guard.check_nodes(configuration, [name])
-    prov = provider(configuration)
-    try:
-        prov.kill_node(name)
-    except (NotSupported, LbconformError, OSError) as exc:
-        raise ActivityFailed(f"kill node {name}: {exc}") from None
-    log.info("node %s killed through the %s provider", name, prov.name)
+    _through_provider("kill", name, configuration)
     return name
 
 
 def start_node(name: str, configuration: Configuration = None) -> str:
     """Start node ``name`` again through the provider and wait until it is Ready; a running
     node is left alone, so this is safe as a rollback whether or not the kill happened."""
+    _through_provider("start", name, configuration)
+    return name
+
+
+def _through_provider(verb: str, name: str, configuration: Configuration) -> None:
+    """``kill`` or ``start`` node ``name`` with the provider, once the guard allows it."""
     guard.check_nodes(configuration, [name])
     prov = provider(configuration)
     try:
-        prov.start_node(name)
+        prov.kill_node(name) if verb == "kill" else prov.start_node(name)
     except (NotSupported, LbconformError, OSError) as exc:
-        raise ActivityFailed(f"start node {name}: {exc}") from None
-    return name
+        raise ActivityFailed(f"{verb} node {name}: {exc}") from None
+    log.info("node %s: %s through the %s provider", name, verb, prov.name)
 
 
 def cordon_node(name: str, configuration: Configuration = None) -> list[str]:

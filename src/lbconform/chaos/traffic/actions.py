@@ -14,6 +14,8 @@ from chaoslib.exceptions import ActivityFailed
 
 from lbconform.chaos.context import Configuration, kube_api, provider_name
 from lbconform.chaos.traffic import recording
+from lbconform.kube.jig import ServiceJig
+from lbconform.kube.manifests import Applier
 from lbconform.kube.rawapi import ApiError
 from lbconform.traffic.requests import NEW_CONNECTION
 
@@ -26,13 +28,11 @@ AUTO = "auto"
 def service_address(ns: str, service: str) -> str:
     """The first ingress address (IP, else hostname) in the Service's ``status.loadBalancer``."""
     try:
-        svc = kube_api().get(f"/api/v1/namespaces/{ns}/services/{service}")
+        address = ServiceJig(Applier(kube_api(), ns), service).ingress()
     except (ApiError, OSError) as exc:
         raise ActivityFailed(f"service {ns}/{service}: {exc}") from None
-    for ingress in svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []:
-        address = ingress.get("ip") or ingress.get("hostname")
-        if address:
-            return str(address)
+    if address:
+        return address
     raise ActivityFailed(f"service {ns}/{service} has no load-balancer ingress address yet")
 
 
