@@ -11,6 +11,7 @@ from fixtures.harness import MakeBackends, MakeService, Measure, NodeMarker
 from lbconform.features import Feature
 from lbconform.kube import tweaks
 from lbconform.providers.base import Declared, Provider
+from lbconform.target import Target
 from lbconform.traffic import checks
 from lbconform.traffic.client import Client
 
@@ -24,6 +25,8 @@ KUBE_PROXY_LAG = 1.0
 PRE_STOP_SECONDS, GRACE_SECONDS = 15, 30
 #: New connections that must all avoid a node the LB took out.
 CONNECTIONS = 20
+#: The pod whose termination leaves its node with no ready endpoint.
+VICTIM = "terminating-backend"
 
 
 def allowed(declared: Declared, transition: float) -> float:
@@ -67,25 +70,28 @@ def test_healthy_after_new_local_endpoint_ready(make_backends: MakeBackends, mak
 @pytest.mark.features(HC, LOCAL)
 def test_only_terminating_endpoints_fail_the_health_check(make_backends: MakeBackends,
                                                           make_service: MakeService, client: Client,
-                                                          provider: Provider, measure: Measure) -> None:
+                                                          target: Target, measure: Measure) -> None:
     """A node whose only local endpoint is terminating (still serving in preStop) leaves the healthy
     set, and new connections stop reaching that endpoint."""
-    declared = provider.declared_for("Local")
+    declared = target.provider.declared_for("Local")
+    # The terminating endpoint is a pod of its own on the one node the Deployment leaves free: no
+    # controller replaces it, so the nodes that keep an endpoint are known in advance.
     backends = make_backends(tweaks.one_per_node, tweaks.pre_stop_sleep(PRE_STOP_SECONDS),
-                             tweaks.grace_period(GRACE_SECONDS), replicas=2)
+                             tweaks.grace_period(GRACE_SECONDS), replicas=len(target.node_addresses()) - 1)
     lb = make_service(tweaks.traffic_policy_local)
     lb.must_be_node_pool()
-    lb.wait_for_healthy(lb.node_ips(set(backends.by_node())))
-    pods = next(iter(backends.by_node().values()))
-    victim = pods[0]["metadata"]["name"]
-    backends.delete_pod(victim)
-    terminating_at, left = lb.wait_for_endpoint_nodes(1)
-    unhealthy_at = lb.wait_for_healthy(lb.node_ips(left))
+    kept = set(backends.by_node())
+    free = sorted(set(target.node_addresses()) - kept)[0]
+    backends.add_pod(free, VICTIM, target.timeouts.rollout)
+    lb.wait_for_healthy(lb.node_ips(kept | {free}))
+    backends.delete_pod(VICTIM)
+    terminating_at, _ = lb.wait_for_endpoint_nodes(kept)
+    unhealthy_at = lb.wait_for_healthy(lb.node_ips(kept))
     measure("time_to_unhealthy_terminating", unhealthy_at - terminating_at, "s",
             declared=declared.time_to_unhealthy)
-    assert lb.endpoint_serving(victim), "the terminating endpoint stopped serving before the check"
+    assert lb.endpoint_serving(VICTIM), "the terminating endpoint stopped serving before the check"
     answers = [checks.answer_or_failure(client, lb.vip, lb.port()) for _ in range(CONNECTIONS)]
-    assert victim not in answers and set(answers) <= backends.names(), answers
+    assert VICTIM not in answers and set(answers) <= backends.names(), answers
 
 
 @pytest.mark.exclusive

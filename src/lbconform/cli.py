@@ -102,9 +102,9 @@ def cmd_lab_lb(args: argparse.Namespace) -> int:
     if args.what == "state":
         print(json.dumps(lb.services(), indent=2, sort_keys=True))
     elif args.set is not None:
-        print("defects:", " ".join(lb.set_defects(args.set)) or "none")
+        print("defects:", " ".join(lb.set_defects(args.set, args.run)) or "none")
     else:
-        print("defects:", " ".join(lb.defects()) or "none")
+        print("defects:", " ".join(lb.defects(args.run)) or "none")
     return 0
 
 
@@ -119,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         profiles=args.profile or ["core"], features=args.features, exempt_features=args.exempt_features,
         timeouts=args.timeout, provider_options=args.provider_option, workers=args.workers,
         report_dir=Path(args.report_dir), keep_lab=args.keep_lab, allow_disruptive=args.allow_disruptive,
-        client_address=args.client_address,
+        client_address=args.client_address, run_id=args.run_id,
         implementation={"organization": args.organization, "project": args.project, "url": args.url,
                         "version": args.implementation_version},
         contacts=args.contact, pytest_args=extra)
@@ -232,6 +232,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--allow-disruptive", action="store_true",
                      help="let the chaos profile kill, drain and restart the nodes its experiments name")
     run.add_argument("--client-address", help="the client's address as backends see it, behind a NAT")
+    run.add_argument("--run-id", help="label everything the run makes with this id (default: a random one); "
+                                      "lowercase letters and digits, at most 16")
     run.add_argument("--organization", default="", help="report: who makes the implementation")
     run.add_argument("--project", default="", help="report: the implementation's name")
     run.add_argument("--url", default="", help="report: where the implementation lives")
@@ -276,6 +278,8 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument("what", choices=("state", "defects"))
     lb.add_argument("--set", nargs="*", metavar="DEFECT",
                     help="with 'defects': switch to these (none: clear)")
+    lb.add_argument("--run", metavar="RUN_ID",
+                    help="with 'defects': only for the Services of this run (lbconform run --run-id)")
     lb.set_defaults(func=cmd_lab_lb)
     lab.add_parser("down", help="remove everything the lab made").set_defaults(func=cmd_lab_down)
     lab.add_parser("status", help="what runs").set_defaults(func=cmd_lab_status)

@@ -19,7 +19,7 @@ from lbconform.kube.workload import Workload
 from lbconform.providers.base import NODE_POOL, NotSupported, PoolMember, ServiceRef
 from lbconform.target import Target
 from lbconform.traffic import checks
-from lbconform.wait import poll_until
+from lbconform.wait import NotYet, poll_until
 
 #: How often pool and endpoint observers look; their measurements are this fine.
 OBSERVE_INTERVAL = 0.1
@@ -103,11 +103,12 @@ class LoadBalancer:
         the monotonic time it was seen."""
         seen: dict[str, float] = {}
 
-        def matches() -> bool:
-            if self.healthy() == want:
+        def matches() -> bool | NotYet:
+            healthy = self.healthy()
+            if healthy == want:
                 seen["at"] = time.monotonic()
                 return True
-            return False
+            return NotYet(sorted(healthy))
 
         poll_until(matches, timeout=timeout or self.target.timeouts.health_transition,
                    interval=OBSERVE_INTERVAL,
@@ -144,12 +145,12 @@ class LoadBalancer:
         returns when that was seen, and the nodes."""
         seen: dict[str, float] = {}
 
-        def matches() -> set[str] | None:
+        def matches() -> set[str] | NotYet:
             nodes = self.ready_endpoint_nodes()
             if nodes == want or (isinstance(want, int) and len(nodes) == want):
                 seen["at"] = time.monotonic()
                 return nodes
-            return None
+            return NotYet(sorted(nodes))
 
         nodes = poll_until(matches, timeout=timeout or self.target.timeouts.endpoint_lag,
                            interval=OBSERVE_INTERVAL,

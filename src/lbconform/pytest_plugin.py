@@ -13,6 +13,7 @@ and handed to pytest-xdist workers, so that every object of one run carries the 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -140,13 +141,13 @@ def run_id(config: pytest.Config) -> str:
 
 
 def share_lock(config: pytest.Config) -> Path:
-    """The file whose flock lets ``exclusive`` suite tests have the cluster alone (one per run)."""
-    return Path(tempfile.gettempdir()) / f"lbconform-{run_id(config)}.lock"
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput") and _RUN_ID in config.stash:
-        share_lock(config).unlink(missing_ok=True)
+    """The file whose flock lets ``exclusive`` suite tests have the cluster alone. There is one per
+    cluster (its apiserver's address), not per run, so that runs against one cluster from this
+    machine at the same time wait for each other's exclusive tests too; it is never removed,
+    since another run may hold it."""
+    host = str(session_target(config).api.api.configuration.host)
+    digest = hashlib.sha256(host.encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"lbconform-cluster-{digest}.lock"
 
 
 def load_provider(config: pytest.Config) -> Any:

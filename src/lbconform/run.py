@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 Say = Callable[[str], None]
 
+#: A run id names namespaces (``lbc-RUN-xxxxxx``) and labels: short, lowercase, alphanumeric.
+RUN_ID = re.compile(r"[a-z0-9]{1,16}")
 #: pytest's exit statuses: every selected test passed, some failed, none was selected.
 PYTEST_OK, PYTEST_FAILED, PYTEST_NO_TESTS = 0, 1, 5
 
@@ -49,6 +52,7 @@ class RunOptions:
     keep_lab: bool = False
     allow_disruptive: bool = False
     client_address: str | None = None
+    run_id: str | None = None
     implementation: dict[str, str] = field(default_factory=dict)
     contacts: list[str] = field(default_factory=list)
     pytest_args: list[str] = field(default_factory=list)
@@ -77,6 +81,8 @@ def validate(opts: RunOptions) -> None:
     if opts.kubeconfig and opts.provider == "lab":
         raise UsageError("the lab provider reads the lab's own load balancer: with --kubeconfig, name the "
                          "cluster's provider with --provider (kind, metallb, generic, ...)")
+    if opts.run_id is not None and not RUN_ID.fullmatch(opts.run_id):
+        raise UsageError(f"--run-id {opts.run_id!r}: use 1 to 16 lowercase letters and digits")
     if opts.context and not opts.kubeconfig:
         raise UsageError("--context needs --kubeconfig")
     if "chaos" in opts.profiles and not opts.allow_disruptive:
@@ -101,7 +107,7 @@ def pytest_argv(opts: RunOptions) -> list[str]:
             argv += [flag, value]
     optional: list[tuple[str, str | None]] = [
         ("--kubeconfig", opts.kubeconfig), ("--context", opts.context), ("--mode", opts.mode),
-        ("--client-address", opts.client_address)]
+        ("--client-address", opts.client_address), ("--run-id", opts.run_id)]
     for flag, given in optional:
         if given:
             argv += [flag, given]

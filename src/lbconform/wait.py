@@ -39,6 +39,20 @@ class WaitTimeout(LbconformError):
         super().__init__("; ".join(parts))
 
 
+@dataclass(frozen=True)
+class NotYet:
+    """A probe's "not yet" that carries what it saw, so that a timeout says it (a probe
+    that only answers ``False`` leaves the reader with "last seen: False")."""
+
+    seen: object
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return repr(self.seen)
+
+
 @dataclass
 class Deadline:
     """A point on the monotonic clock."""
@@ -58,7 +72,7 @@ class Deadline:
 
 
 def poll_until(
-    probe: Callable[[], T | None],
+    probe: Callable[[], T | NotYet | None],
     *,
     timeout: float,
     description: str,
@@ -82,7 +96,7 @@ def poll_until(
             except retry_on as exc:
                 last_error = exc
             else:
-                if value:
+                if value and not isinstance(value, NotYet):
                     return value
                 last_value = value
             if deadline.expired():

@@ -21,7 +21,7 @@ from lbconform.lab.cluster import Lab
 from lbconform.providers.lab import LabProvider
 from lbconform.termination import Ordering
 from tests.lab.helpers import deploy_backend, wait_for_healthy, wait_for_vip
-from tests.lab.test_run import lbconform_run
+from tests.lab.runs import lbconform_run
 
 pytestmark = pytest.mark.lab
 

@@ -9,6 +9,7 @@ test; ``test_every_defect_has_a_test`` keeps it complete.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from lbconform.kube import objects, tweaks
 from lbconform.kube.jig import CLEANUP_FINALIZER
 from lbconform.kube.manifests import Applier
+from lbconform.kube.namespaces import TestNamespaces
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import DEFECTS
@@ -277,3 +279,26 @@ def test_wrong_idle_reset_resets_flows_not_asked_to(defect: str, test_namespace:
         assert fleet.request() == {"alive": 5}
         time.sleep(4)  # twice the idle timeout: the flows idled out
         assert fleet.request() == {"reset": 5}
+
+
+def test_a_defect_of_one_run_meets_only_that_runs_services(lab: object, test_namespace: Applier) -> None:
+    """The defect table's rows run side by side: a defect switched on for one run's Services leaves
+    every other Service alone, and the lab-wide defects as they were."""
+    other_run = uuid.uuid4().hex[:8]
+    others = TestNamespaces(test_namespace.api, other_run, 60)
+    other = others.create()
+    lb = LabLB()
+    lb.set_defects(["drop-finalizer"], run=other_run)
+    try:
+        assert lb.defects(run=other_run) == ["drop-finalizer"] and lb.defects() == []
+        for ns in (test_namespace, other):
+            deploy_with_vip(ns, tweaks.replicas(1))
+        finalizers = {ns.namespace: ns.api.get(f"/api/v1/namespaces/{ns.namespace}/services/backend")[
+            "metadata"].get("finalizers") or [] for ns in (test_namespace, other)}
+        assert CLEANUP_FINALIZER in finalizers[test_namespace.namespace], finalizers
+        assert CLEANUP_FINALIZER not in finalizers[other.namespace], finalizers
+    finally:
+        lb.set_defects([], run=other_run)
+        others.release(other)
+        others.wait_gone()
+    assert lb.defects(run=other_run) == []

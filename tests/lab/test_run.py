@@ -1,17 +1,19 @@
 """``lbconform run`` against the lab: the core and extended profiles pass on the reference LB in
-every mode, the report validates, and a run boots and removes a lab only when none is running."""
+every mode, the report validates, and a run boots and removes a lab only when none is running.
+The three modes' runs go on side by side against the shared lab (``tests/lab/runs.py``)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from fixtures.lab import LabSession
 from lbconform.lab.cluster import Lab
 from lbconform.report import schema
+from tests.lab.runs import ConcurrentRuns, Result, lbconform_cli, lbconform_run, selected_params
 
 pytestmark = pytest.mark.lab
 
@@ -37,13 +39,23 @@ NOT_SUPPORTED_IN_MODE = {
                 "test_idle_timeout_measured", "test_idled_out_flows_reset_when_asked",
                 "test_keepalive_shorter_than_idle_survives_changes"))},
 }
-#: A whole run of both profiles must end within this (it takes five to eight minutes).
-RUN_SECONDS = 1200
 
 
-def lbconform_run(*args: str, report_dir: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "lbconform.cli", "run", "--report-dir", str(report_dir), *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS, check=False)
+def run_mode(mode: str, report_dir: Path) -> Result:
+    return lbconform_run("--profile", "core", "--profile", "extended", "-n", "2", "--mode", mode,
+                         report_dir=report_dir)
+
+
+@pytest.fixture(scope="module")
+def mode_runs(lab_session: LabSession, request: pytest.FixtureRequest,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns]:
+    lab_session.ensure_up()
+    modes = selected_params(request, "test_core_and_extended_pass_on_the_reference_lb", "mode")
+    runs = ConcurrentRuns(tmp_path_factory.mktemp("mode-runs"), modes, run_mode, len(NOT_SUPPORTED_IN_MODE))
+    try:
+        yield runs
+    finally:
+        runs.wait_all()
 
 
 def report(report_dir: Path) -> dict[str, object]:
@@ -52,9 +64,8 @@ def report(report_dir: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("mode", sorted(NOT_SUPPORTED_IN_MODE))
-def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode: str, tmp_path: Path) -> None:
-    result = lbconform_run("--profile", "core", "--profile", "extended", "-n", "2", "--mode", mode,
-                           report_dir=tmp_path)
+def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode_runs: ConcurrentRuns, mode: str) -> None:
+    result, tmp_path = mode_runs.result(mode)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     doc = report(tmp_path)
     assert schema.validate(doc) == [] and schema.check_statistics(doc) == []
@@ -80,11 +91,6 @@ def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode: str, tmp_pat
         assert html.returncode == 0, html.stdout + html.stderr
         assert (tmp_path / "html" / "index.html").is_file()
         assert (tmp_path / "html-single" / "index.html").stat().st_size > 100_000
-
-
-def lbconform_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lbconform.cli", *args], capture_output=True, text=True,
-                          timeout=RUN_SECONDS, check=False)
 
 
 @pytest.mark.lab_lifecycle

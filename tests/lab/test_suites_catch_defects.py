@@ -1,20 +1,26 @@
 """Every applicable defect of the reference LB makes a named conformance test fail, and the
 report names the failing feature: the table below is checked row by row, through ``lbconform run``
-against the running lab with the defect switched on."""
+against the running lab with the defect switched on.
+
+Each row is a run of its own, with its own run id, and its defect is switched on for that run's
+Services only (the reference LB scopes defects by the ``lbconform.io/run`` label): so the rows of
+the flow and pool defects run side by side, ``PARALLEL_ROWS`` at a time, and each row's test waits
+for its own run. The chaos rows kill nodes, so they run alone, after every other row has ended."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from fixtures.lab import LabSession
 from lbconform.features import Feature
-from lbconform.lab.cluster import Lab
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import DEFECTS
-from tests.lab.test_run import lbconform_run
+from tests.lab.runs import ConcurrentRuns, Result, lbconform_run, selected_params
 
 pytestmark = pytest.mark.lab
 
@@ -66,25 +72,45 @@ def keyword(test: str) -> str:
     return "(" + " and ".join([name, *params.rstrip("]").split("-")]) + ")" if params else name
 
 
-@pytest.fixture
-def defect(request: pytest.FixtureRequest, lab: Lab) -> Iterator[str]:
+#: Rows whose runs go on at the same time (each a test process against the shared lab).
+PARALLEL_ROWS = 3
+
+
+def run_with_defect(defect: str, report_dir: Path, *args: str) -> Result:
+    """``lbconform run ARGS`` with ``defect`` switched on for this run's Services only."""
+    run_id = uuid.uuid4().hex[:10]
     lb = LabLB()
-    before = lb.defects()
-    lb.set_defects([request.param])
+    lb.set_defects([defect], run=run_id)
     try:
-        yield request.param
+        return lbconform_run("--run-id", run_id, *args, report_dir=report_dir)
     finally:
-        lb.set_defects(before)
+        lb.set_defects([], run=run_id)
 
 
-@pytest.mark.parametrize("defect", sorted(DEFECT_SUITES), indirect=True)
-def test_suite_catches_defect(defect: str, tmp_path: Path) -> None:
-    mode, tests, feature = DEFECT_SUITES[defect]
-    names = " or ".join(keyword(t) for t in tests)
-    result = lbconform_run("--profile", "core", "--profile", "extended", "--mode", mode, "-n", "1",
-                           "--", "-k", names, report_dir=tmp_path)
+def run_row(defect: str, report_dir: Path) -> Result:
+    mode, tests, _ = DEFECT_SUITES[defect]
+    return run_with_defect(defect, report_dir, "--profile", "core", "--profile", "extended", "--mode", mode,
+                           "-n", "1", "--", "-k", " or ".join(keyword(t) for t in tests))
+
+
+@pytest.fixture(scope="module")
+def rows(lab_session: LabSession, request: pytest.FixtureRequest,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns]:
+    lab_session.ensure_up()
+    selected = selected_params(request, "test_suite_catches_defect", "defect")
+    runs = ConcurrentRuns(tmp_path_factory.mktemp("defect-rows"), selected, run_row, PARALLEL_ROWS)
+    try:
+        yield runs
+    finally:
+        runs.wait_all()
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECT_SUITES))
+def test_suite_catches_defect(rows: ConcurrentRuns, defect: str) -> None:
+    _, tests, feature = DEFECT_SUITES[defect]
+    result, report_dir = rows.result(defect)
     assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
-    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
     failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
     failing_features = {f for p in doc["profiles"] for f in p["features"]["failed"]}
     assert failed == set(tests), result.stdout[-4000:]
@@ -99,10 +125,11 @@ CHAOS_DEFECT_SUITES: dict[str, tuple[str, ...]] = {
 }
 
 
-@pytest.mark.parametrize("defect", sorted(CHAOS_DEFECT_SUITES), indirect=True)
-def test_chaos_suite_catches_defect(defect: str, tmp_path: Path) -> None:
-    result = lbconform_run("--profile", "chaos", "--allow-disruptive", "--mode", "node", "-n", "1",
-                           "--", "-k", "test_killed_node", report_dir=tmp_path)
+@pytest.mark.parametrize("defect", sorted(CHAOS_DEFECT_SUITES))
+def test_chaos_suite_catches_defect(rows: ConcurrentRuns, defect: str, tmp_path: Path) -> None:
+    rows.wait_all()  # a node kill would fail the other rows' tests
+    result = run_with_defect(defect, tmp_path, "--profile", "chaos", "--allow-disruptive", "--mode", "node",
+                             "-n", "1", "--", "-k", "test_killed_node")
     assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}

@@ -70,6 +70,31 @@ def test_minimum_two_seconds_after_a_long_pre_stop(tmp_path: Path) -> None:
     assert 3.8 <= time.monotonic() - t0 <= 4.8   # 2 s preStop + the kubelet's 2 s minimum
 
 
+def test_shortened_grace_cuts_the_pre_stop_and_kills_by_the_new_deadline(tmp_path: Path) -> None:
+    c, log = _container(tmp_path, linger=60, pre_stop={"sleep": {"seconds": 20}})
+    t0 = time.monotonic()
+    killer = threading.Thread(target=c.kill, args=(30, _target(c)))
+    killer.start()
+    time.sleep(1)
+    c.shorten(1)                              # a later delete with a one-second grace period
+    killer.join(10)
+    took = time.monotonic() - t0
+    assert not killer.is_alive()
+    term_at = float(log.read_text().split("TERM ")[1].split()[0])
+    assert 1.8 <= term_at <= 2.8, term_at     # the preStop ended when the shorter grace ran out
+    assert 3.8 <= took <= 4.8, took           # SIGKILL the kubelet's 2 s minimum after SIGTERM
+    assert c.exit_code == 137
+
+
+def test_a_longer_grace_never_lengthens_a_kill(tmp_path: Path) -> None:
+    c, _ = _container(tmp_path, linger=60, pre_stop=None)
+    c.shorten(2)
+    c.shorten(60)
+    t0 = time.monotonic()
+    c.kill(30, _target(c))
+    assert 1.8 <= time.monotonic() - t0 <= 2.8
+
+
 def test_prompt_exit_on_sigterm_is_not_killed(tmp_path: Path) -> None:
     c, _ = _container(tmp_path, linger=0, pre_stop=None)
     t0 = time.monotonic()

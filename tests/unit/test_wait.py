@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lbconform.wait import WaitTimeout, await_convergence, poll_until
+from lbconform.wait import NotYet, WaitTimeout, await_convergence, poll_until
 
 
 class FakeClock:
@@ -67,3 +67,11 @@ def test_convergence_times_out_on_flapping() -> None:
     with pytest.raises(WaitTimeout, match=r"\(2 in a row\)"):
         await_convergence(lambda: next(flip), successes=2, timeout=10, description="flappy",
                           interval=1, clock=clock, sleep=clock.sleep)
+
+
+def test_a_timeout_says_what_a_not_yet_saw() -> None:
+    clock = FakeClock()
+    with pytest.raises(WaitTimeout) as err:
+        poll_until(lambda: NotYet(["198.19.0.11", "198.19.0.12"]), timeout=1, interval=0.5,
+                   description="the healthy set", clock=clock, sleep=clock.sleep)
+    assert "last seen: ['198.19.0.11', '198.19.0.12']" in str(err.value)

@@ -4,6 +4,9 @@ Killing follows the kubelet's ``killContainer`` to the letter, because the grace
 termination suites measure exactly this ordering: run the preStop hook within the grace
 period, subtract the whole seconds it took, give the process at least two more seconds
 (the kubelet's ``minimumGracePeriodInSeconds``), send SIGTERM, and SIGKILL when that runs out.
+A grace period shortened while the kill runs (a later delete with a smaller one, or a force
+delete) cuts it, as the kubelet's pod workers do: the preStop hook ends, SIGTERM follows, and
+SIGKILL comes by the shorter deadline (still at least the minimum after SIGTERM).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ MINIMUM_GRACE_SECONDS = 2
 #: so that crash-looping test pods do not stall suites, with the same doubling.
 BACKOFF_INITIAL_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 20.0
+#: How often a kill in progress looks at its process and its deadline.
+KILL_POLL_SECONDS = 0.05
 
 
 def now_rfc3339() -> str:
@@ -63,6 +68,8 @@ class Container:
         self.probes: dict[str, ProbeWorker] = {}
         self.killing = False
         self.lock = threading.Lock()
+        #: When a shortened grace period runs out (monotonic), once one was given.
+        self._cut_at: float | None = None
 
     # --- state -------------------------------------------------------------------------
     @property
@@ -122,6 +129,7 @@ class Container:
         self._started_mono = time.monotonic()
         self.next_start = 0.0
         self.killing = False
+        self._cut_at = None
 
     def reap(self) -> bool:
         """Record an exit if the process has ended; True when it just did."""
@@ -162,7 +170,7 @@ class Container:
         self.killing = True
         hook = (self.spec.get("lifecycle") or {}).get("preStop")
         grace = grace_seconds
-        if hook and grace > 0 and self.running:
+        if hook and grace > 0 and self.running and not self._cut():
             started = time.monotonic()
             self._pre_stop(hook, grace, target)
             grace -= int(time.monotonic() - started)
@@ -173,21 +181,36 @@ class Container:
             log.info("container %s: SIGTERM, %ds until SIGKILL", self.name, grace)
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            log.info("container %s: grace period over, SIGKILL", self.name)
-            self._kill_group(signal.SIGKILL)
-            self.proc.wait()
+        termed = time.monotonic()
+        while self.proc.poll() is None:
+            kill_at = termed + grace
+            if self._cut_at is not None:
+                kill_at = min(kill_at, max(self._cut_at, termed + MINIMUM_GRACE_SECONDS))
+            if time.monotonic() >= kill_at:
+                log.info("container %s: grace period over, SIGKILL", self.name)
+                self._kill_group(signal.SIGKILL)
+                self.proc.wait()
+                break
+            time.sleep(KILL_POLL_SECONDS)
         self.reap()
+
+    def shorten(self, grace_seconds: int) -> None:
+        """The pod's grace period is now ``grace_seconds`` from this moment (never lengthened)."""
+        cut_at = time.monotonic() + max(grace_seconds, 0)
+        if self._cut_at is None or cut_at < self._cut_at:
+            self._cut_at = cut_at
+            log.info("container %s: grace period shortened to %ds", self.name, grace_seconds)
+
+    def _cut(self) -> bool:
+        return self._cut_at is not None and time.monotonic() >= self._cut_at
 
     def _pre_stop(self, hook: Json, grace: int, target: ProbeTarget) -> None:
         if "sleep" in hook:
             seconds = min(int(hook["sleep"]["seconds"]), grace)
             log.info("container %s: preStop sleep %ds", self.name, seconds)
             deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            while time.monotonic() < deadline and not self._cut():
+                time.sleep(min(KILL_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
                 self.reap()
             return
         ok, message = target.run(hook, float(grace))

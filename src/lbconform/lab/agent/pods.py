@@ -158,9 +158,9 @@ class PodWorker(threading.Thread):
                 self._terminate(0)
                 return
             if self.deleting():
-                grace = self.pod["metadata"].get("deletionGracePeriodSeconds")
-                self._terminate(int(grace if grace is not None else
-                                    self.pod["spec"].get("terminationGracePeriodSeconds", 30)))
+                grace = self._deletion_grace()
+                self._terminate(grace if grace is not None else
+                                int(self.pod["spec"].get("terminationGracePeriodSeconds", 30)))
                 self._finish_deletion()
                 return
             self._supervise()
@@ -291,12 +291,25 @@ class PodWorker(threading.Thread):
         while any(t.is_alive() for t in killers):
             self.wake.wait(TICK_SECONDS)
             self.wake.clear()
-            self.sync_status()
+            shorter = self._deletion_grace()
+            if shorter is not None and shorter < grace:
+                grace = shorter
+                for c in self.containers + self.inits:
+                    c.shorten(grace)
+            if not self.gone:
+                self.sync_status()
         for c in self.containers:
             c.reap()
         codes = [c.exit_code for c in self.containers if c.exit_code is not None]
         self.phase = "Succeeded" if codes and all(x == 0 for x in codes) else "Failed"
         self.sync_status(final=True)
+
+    def _deletion_grace(self) -> int | None:
+        """The grace period the API now asks for: zero once the pod object is gone (a force delete)."""
+        if self.gone:
+            return 0
+        grace = self.pod["metadata"].get("deletionGracePeriodSeconds")
+        return None if grace is None else int(grace)
 
     def _finish_deletion(self) -> None:
         """The kubelet's last word: delete the pod object with grace period zero."""

@@ -2,7 +2,8 @@
 
 ``GET /services`` all Services; ``GET /services/NS/NAME`` one (VIP, mode, pool, healthy set
 with the time each backend last changed state, parameters, counters); ``GET /defects`` and
-``PUT /defects`` (``{"defects": [...]}``) read and switch the defects at runtime;
+``PUT /defects`` (``{"defects": [...]}``, lab-wide, or ``{"defects": [...], "run": ID}`` for the
+Services of one harness run) read and switch the defects at runtime;
 ``GET /healthz``. JSON in and out, inside the LB's namespace only.
 """
 
@@ -35,7 +36,7 @@ def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> ht
             if parts == ["healthz"]:
                 self._send(200, {"ok": True})
             elif parts == ["defects"]:
-                self._send(200, {"defects": state["defects"],
+                self._send(200, {"defects": state["defects"], "runDefects": state["runDefects"],
                                  "known": {d.name: {"does": d.does, "correct": d.correct}
                                            for d in DEFECTS.values()}})
             elif parts == ["services"]:
@@ -55,11 +56,13 @@ def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> ht
                 return
             try:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
-                controller.set_defects(set(body.get("defects") or []))
+                run = body.get("run")
+                controller.set_defects(set(body.get("defects") or []), str(run) if run else None)
             except (ValueError, AttributeError) as exc:
                 self._send(400, {"error": str(exc)})
                 return
-            self._send(200, {"defects": sorted(controller.defects)})
+            self._send(200, {"defects": sorted(controller.defects if not run else
+                                               controller.run_defects.get(str(run), ()))})
 
         def log_message(self, *args: object) -> None:
             pass

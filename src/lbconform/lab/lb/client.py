@@ -44,12 +44,14 @@ class LabLB:
         status, body = _request("GET", f"/services/{namespace}/{name}")
         return body if status == 200 else None
 
-    def defects(self) -> list[str]:
+    def defects(self, run: str | None = None) -> list[str]:
+        """The lab-wide defects, or those of one harness run's Services."""
         _, body = _request("GET", "/defects")
-        return list(body["defects"])
+        return list(body["runDefects"].get(run, []) if run else body["defects"])
 
-    def set_defects(self, defects: list[str]) -> list[str]:
-        status, body = _request("PUT", "/defects", {"defects": defects})
+    def set_defects(self, defects: list[str], run: str | None = None) -> list[str]:
+        """Switch the lab-wide defects, or (with ``run``) only those of the Services that run makes."""
+        status, body = _request("PUT", "/defects", {"defects": defects, **({"run": run} if run else {})})
         if status != 200:
             raise LabError(f"the LB refused the defects: {body.get('error')}")
         return list(body["defects"])

@@ -4,7 +4,9 @@ One reconcile pass looks at every Service of type LoadBalancer of its class, as 
 cloud-provider service controller does: it assigns and keeps a VIP, keeps the cleanup
 finalizer, writes ``status.loadBalancer``, computes the pool, runs the health checks,
 and programs the data plane. Removing a backend drains its pinned flows or forgets them,
-as the Service asks.
+as the Service asks. Defects apply lab-wide, or only to the Services of one harness run (those
+labelled ``lbconform.io/run`` with its id), so that runs proving different defects can share
+one lab at the same time.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from lbconform.kube.informer import Informer
 from lbconform.kube.jig import CLEANUP_FINALIZER
 from lbconform.kube.rawapi import MERGE, ApiError, Json, RawApi
+from lbconform.kube.sweeper import RUN_LABEL
 from lbconform.lab import topology as topo
 from lbconform.lab.lb import nft, plan
 from lbconform.lab.lb.health import Checker, Health
@@ -49,6 +52,8 @@ class ServiceState:
     vip: str
     index: int
     params: Params = field(default_factory=Params)
+    #: The defects this Service meets: the lab-wide ones and its run's.
+    defects: frozenset[str] = frozenset()
     pool: dict[str, plan.Backend] = field(default_factory=dict)
     checkers: dict[str, Checker] = field(default_factory=dict)
     healthy: list[str] = field(default_factory=list)
@@ -80,6 +85,8 @@ class Controller:
         self.api = api
         self.default_mode = default_mode
         self.defects: frozenset[str] = frozenset(defects)
+        #: Defects of one harness run: run id -> defects.
+        self.run_defects: dict[str, frozenset[str]] = {}
         self.dirty = threading.Event()
         self.lock = threading.RLock()
         self.services: dict[str, ServiceState] = {}
@@ -94,13 +101,23 @@ class Controller:
         self.dirty.set()
 
     # --- runtime control -------------------------------------------------------------------
-    def set_defects(self, defects: set[str]) -> None:
+    def set_defects(self, defects: set[str], run: str | None = None) -> None:
+        """Switch the lab-wide defects, or (with ``run``) those of one run's Services."""
         unknown = set(defects) - set(DEFECTS)
         if unknown:
             raise ValueError(f"unknown LB defect(s): {', '.join(sorted(unknown))}")
         with self.lock:
-            self.defects = frozenset(defects)
+            if run is None:
+                self.defects = frozenset(defects)
+            elif defects:
+                self.run_defects[run] = frozenset(defects)
+            else:
+                self.run_defects.pop(run, None)
         self.dirty.set()
+
+    def defects_for(self, svc: Json) -> frozenset[str]:
+        run = (svc["metadata"].get("labels") or {}).get(RUN_LABEL)
+        return self.defects | self.run_defects.get(run or "", frozenset())
 
     def run(self) -> None:
         for inf in (self.svc_informer, self.slice_informer, self.node_informer):
@@ -181,7 +198,7 @@ class Controller:
         if st is None or st.uid != svc["metadata"]["uid"]:
             if st is not None:
                 self._forget(key)
-            if not self._add_finalizer(svc):
+            if not self._add_finalizer(svc, self.defects_for(svc)):
                 return None
             vip = self._allocate_vip(svc)
             if vip is None:
@@ -191,7 +208,8 @@ class Controller:
                               first_ports=list(svc["spec"].get("ports") or []))
             self.services[key] = st
             self._event(svc, "Normal", "EnsuringLoadBalancer", f"assigned VIP {vip}")
-        if "ignore-updates" in self.defects:
+        st.defects = self.defects_for(svc)
+        if "ignore-updates" in st.defects:
             svc = {**svc, "spec": {**svc["spec"], "ports": st.first_ports}}
         params = parse(svc["metadata"].get("annotations"), self.default_mode)
         if params != st.params:
@@ -207,7 +225,7 @@ class Controller:
                             "use mode node or pod")
             desired: dict[str, plan.Backend] = {}
         else:
-            desired = plan.pool(svc, slices, nodes, params, self.defects)
+            desired = plan.pool(svc, slices, nodes, params, st.defects)
         st.counters["reconciles"] += 1
         self._set_status(svc, st.vip)
         self._update_pool(st, desired)
@@ -215,10 +233,10 @@ class Controller:
         healthy = self._healthy(st)
         self._apply_health_change(st, healthy)
         backends = [st.pool[k] for k in healthy]
-        return plan.plan(svc, st.index, st.vip, params, backends, self.defects)
+        return plan.plan(svc, st.index, st.vip, params, backends, st.defects)
 
     def _update_pool(self, st: ServiceState, desired: dict[str, plan.Backend]) -> None:
-        if "stale-pool" in self.defects and st.params.mode == "pod":
+        if "stale-pool" in st.defects and st.params.mode == "pod":
             desired = {**st.ever_seen, **desired}
         st.ever_seen.update(desired)
         if desired == st.pool:
@@ -248,14 +266,14 @@ class Controller:
                 c.start()
 
     def _healthy(self, st: ServiceState) -> list[str]:
-        ignore = "ignore-health" in self.defects
+        ignore = "ignore-health" in st.defects
         now = time.time()
         out = []
         for k, b in sorted(st.pool.items(), key=lambda kv: (kv[1].mark, kv[0])):
             h = st.health(k)
             passing = b.health is None or ignore or (h is not None and h.healthy)
             # slow-unhealthy: a backend that was healthy stays so for a minute after it failed
-            lingering = ("slow-unhealthy" in self.defects and h is not None and h.transitions > 0
+            lingering = ("slow-unhealthy" in st.defects and h is not None and h.transitions > 0
                          and k in st.healthy and now - h.since < SLOW_UNHEALTHY_SECONDS)
             if passing or lingering:
                 out.append(k)
@@ -273,13 +291,13 @@ class Controller:
         st.healthy = healthy
         if not previous:
             return
-        if "no-pinning" in self.defects or "reset-on-change" in self.defects:
+        if "no-pinning" in st.defects or "reset-on-change" in st.defects:
             self._forget_flows(st, None)
             return
-        if st.params.backend_removal == "reset" or "no-drain" in self.defects:
+        if st.params.backend_removal == "reset" or "no-drain" in st.defects:
             for k in removed:
                 self._forget_flows(st, st.pool.get(k) or st.ever_seen.get(k))
-        elif st.params.mode == "pod" and "udp-stale" not in self.defects:
+        elif st.params.mode == "pod" and "udp-stale" not in st.defects:
             # UDP has no connection to drain: a flow pinned to a pod that left would go on being
             # sent to it (every datagram refreshes the entry), as kube-proxy clears its own.
             for k in removed:
@@ -323,9 +341,9 @@ class Controller:
     def _svc_path(self, svc: Json) -> str:
         return f"/api/v1/namespaces/{svc['metadata']['namespace']}/services/{svc['metadata']['name']}"
 
-    def _add_finalizer(self, svc: Json) -> bool:
+    def _add_finalizer(self, svc: Json, defects: frozenset[str]) -> bool:
         finalizers = list(svc["metadata"].get("finalizers") or [])
-        if CLEANUP_FINALIZER in finalizers or "drop-finalizer" in self.defects:
+        if CLEANUP_FINALIZER in finalizers or "drop-finalizer" in defects:
             return True
         return self._set_finalizers(svc, [*finalizers, CLEANUP_FINALIZER])
 
@@ -387,9 +405,10 @@ class Controller:
             })
         return {"service": st.key, "uid": st.uid, "vip": st.vip, "mode": st.params.mode,
                 "parameters": st.params.as_dict(), "pool": backends, "healthy": st.healthy,
-                "counters": dict(st.counters), "defects": sorted(self.defects)}
+                "counters": dict(st.counters), "defects": sorted(st.defects)}
 
     def state(self) -> Json:
         with self.lock:
             return {"defects": sorted(self.defects),
+                    "runDefects": {run: sorted(d) for run, d in sorted(self.run_defects.items())},
                     "services": {k: self.describe(s) for k, s in sorted(self.services.items())}}

@@ -1,0 +1,60 @@
+"""``lbconform run`` as the lab tests start it: one run, or several against the shared lab at once.
+
+A run is the product's own command line in a child process. Runs that do not disturb one another
+(each labels what it makes with its own run id, and the exclusive tests of runs against one
+cluster wait for each other) go on side by side: ``ConcurrentRuns`` starts the ones a session
+selected together, when the first test asks for a result, and each test waits for its own.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+#: A whole run of the core and extended profiles must end within this (five minutes alone,
+#: more beside other runs).
+RUN_SECONDS = 1200
+
+Result = subprocess.CompletedProcess[str]
+
+
+def lbconform_run(*args: str, report_dir: Path) -> Result:
+    argv = [sys.executable, "-m", "lbconform.cli", "run", "--report-dir", str(report_dir), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS, check=False)
+
+
+def lbconform_cli(*args: str) -> Result:
+    return subprocess.run([sys.executable, "-m", "lbconform.cli", *args], capture_output=True, text=True,
+                          timeout=RUN_SECONDS, check=False)
+
+
+def selected_params(request: pytest.FixtureRequest, test: str, param: str) -> list[str]:
+    """The values of ``param`` of the items of ``test`` this session runs (after -k and friends)."""
+    return [item.callspec.params[param] for item in request.session.items
+            if getattr(item, "originalname", "") == test and hasattr(item, "callspec")]
+
+
+class ConcurrentRuns:
+    """Named runs, ``start(name, report_dir)`` each, started together on the first ``result``,
+    ``parallel`` at a time; each run's report goes to its own folder under ``out``."""
+
+    def __init__(self, out: Path, names: Sequence[str], start: Callable[[str, Path], Result],
+                 parallel: int) -> None:
+        self.out, self.names, self.start = out, list(names), start
+        self.pool = ThreadPoolExecutor(parallel, thread_name_prefix="lbconform-run")
+        self.runs: dict[str, tuple[Path, Future[Result]]] = {}
+
+    def result(self, name: str) -> tuple[Result, Path]:
+        if not self.runs:
+            for each in self.names:
+                self.runs[each] = (self.out / each, self.pool.submit(self.start, each, self.out / each))
+        report_dir, future = self.runs[name]
+        return future.result(), report_dir
+
+    def wait_all(self) -> None:
+        self.pool.shutdown(wait=True)
