@@ -20,7 +20,7 @@ run: setup
 	$(BIN)/lbconform run
 
 test: setup
-	$(BIN)/pytest tests -p no:cacheprovider
+	$(BIN)/pytest tests -p no:cacheprovider --durations=25
 
 setup: debs python binaries allure
 
