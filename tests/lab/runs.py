@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -23,9 +24,25 @@ RUN_SECONDS = 1200
 Result = subprocess.CompletedProcess[str]
 
 
+#: One thread at a time starts a process, and with fork, not vfork: a run started from a pool
+#: thread while other threads ran failed here once with "OSError: [Errno 14] Bad address" on the
+#: interpreter's own path (CPython 3.11.7), the child's execve seeing the memory it shares with
+#: the parent under vfork changed. ``_USE_VFORK`` is CPython's own switch for this.
+_SPAWN = threading.Lock()
+subprocess._USE_VFORK = False  # type: ignore[attr-defined]
+
+
 def lbconform_run(*args: str, report_dir: Path) -> Result:
     argv = [sys.executable, "-m", "lbconform.cli", "run", "--report-dir", str(report_dir), *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS, check=False)
+    with _SPAWN:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=RUN_SECONDS)
+    except subprocess.TimeoutExpired:  # as subprocess.run does
+        proc.kill()
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def lbconform_cli(*args: str) -> Result:

@@ -32,6 +32,7 @@ BAD_INPUT = [
         "--provider-option flavour: the kind provider",
     ),
     (["--profile", "chaos"], "the chaos profile kills, drains and restarts nodes: add --allow-disruptive"),
+    (["--run-id", "CI_run-1"], "--run-id 'CI_run-1': use 1 to 16 lowercase letters and digits"),
 ]
 
 
@@ -69,6 +70,7 @@ def test_pytest_argv_carries_every_choice() -> None:
         contacts=["me"],
         pytest_args=["-k", "x"],
         allow_disruptive=True,
+        run_id="ci1234",
     )
     argv = pytest_argv(opts)
     assert "--allow-disruptive" in argv
@@ -90,6 +92,7 @@ def test_pytest_argv_carries_every_choice() -> None:
         ("--report-dir", "/r"),
         ("--alluredir", "/r/allure-results"),
         ("--junitxml", "/r/junit.xml"),
+        ("--run-id", "ci1234"),
     ]:
         assert pair in pairs, pair
     assert "--implementation-version" not in argv

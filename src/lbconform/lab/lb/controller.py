@@ -93,6 +93,8 @@ class Controller:
         self.timeouts: set[tuple[int, str]] = set()
         self.ruleset = ""
         self.routed_nodes: dict[int, str] = {}
+        #: Where the next VIP search starts (an index into VIP_CIDR's hosts).
+        self.next_vip = 0
         self.svc_informer = Informer(api, "/api/v1/services", self._changed)
         self.slice_informer = Informer(api, "/apis/discovery.k8s.io/v1/endpointslices", self._changed)
         self.node_informer = Informer(api, "/api/v1/nodes", self._changed)
@@ -186,9 +188,15 @@ class Controller:
                 self._event(svc, "Warning", "LoadBalancerIPUnavailable",
                             f"loadBalancerIP {wanted} is not free in {topo.VIP_CIDR}")
                 return None
-        for host in network.hosts():
-            if str(host) not in used:
-                return str(host)
+        # Round-robin from the last address given, as cloud address pools do: an address a deleted
+        # Service just gave up is not handed to the next Service while clients may still hold
+        # flows to it.
+        hosts = [str(h) for h in network.hosts()]
+        for step in range(len(hosts)):
+            host = hosts[(self.next_vip + step) % len(hosts)]
+            if host not in used:
+                self.next_vip = (self.next_vip + step + 1) % len(hosts)
+                return host
         self._event(svc, "Warning", "NoVIPLeft", f"no free address in {topo.VIP_CIDR}")
         return None
 
