@@ -1,6 +1,7 @@
 """``lbconform run`` against the lab: the core and extended profiles pass on the reference LB in
 every mode, the report validates, and a run boots and removes a lab only when none is running.
-The three modes' runs go on side by side against the shared lab (``tests/lab/runs.py``)."""
+The three modes' runs start together on the first test that asks (``tests/lab/runs.py``) and go
+one at a time."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ NOT_SUPPORTED_IN_MODE = {
                 "test_keepalive_shorter_than_idle_survives_changes"))},
 }
 
+#: The mode runs go one at a time. Side by side (six test processes on two cores) they ended
+#: about 4 minutes sooner, but a healthy-set change in the idle-timeout bisection then overran
+#: its idle period ("ChangeTooSlow: ... ended 5.9s into an idle period of 5s"): the product's
+#: own runs are checked on an unloaded machine here; issue 17 owns the loaded-machine checks.
+MODE_RUNS_AT_ONCE = 1
+
 
 def run_mode(mode: str, report_dir: Path) -> Result:
     return lbconform_run("--profile", "core", "--profile", "extended", "-n", "2", "--mode", mode,
@@ -51,7 +58,7 @@ def mode_runs(lab_session: LabSession, request: pytest.FixtureRequest,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns]:
     lab_session.ensure_up()
     modes = selected_params(request, "test_core_and_extended_pass_on_the_reference_lb", "mode")
-    runs = ConcurrentRuns(tmp_path_factory.mktemp("mode-runs"), modes, run_mode, len(NOT_SUPPORTED_IN_MODE))
+    runs = ConcurrentRuns(tmp_path_factory.mktemp("mode-runs"), modes, run_mode, MODE_RUNS_AT_ONCE)
     try:
         yield runs
     finally:

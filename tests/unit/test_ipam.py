@@ -24,3 +24,11 @@ def test_addresses_wrap_around_and_skip_those_in_use() -> None:
     assert ipam.allocate() == "100.64.2.4"
     with pytest.raises(RuntimeError, match="exhausted"):
         ipam.allocate()
+
+
+def test_a_pod_made_again_gets_its_previous_address_back() -> None:
+    ipam = PodIPAM("100.64.2.0/24")
+    assert ipam.allocate("100.64.2.57") == "100.64.2.57"   # its status names it: a restarted node
+    assert ipam.allocate() == "100.64.2.2"
+    assert ipam.allocate("100.64.2.2") == "100.64.2.3"      # taken: the next free one
+    assert ipam.allocate("10.0.0.9") == "100.64.2.4"        # not this node's CIDR

@@ -51,7 +51,7 @@ class TestNamespaces:
             self._deleting.append(applier.namespace)
 
     def wait_gone(self) -> None:
-        """Every released namespace is gone (within ``timeout`` in all)."""
+        """Every released namespace is gone (each within ``timeout``)."""
         while self._deleting:
             name = self._deleting[-1]
             poll_until(partial(is_gone, self.api, f"/api/v1/namespaces/{name}"), timeout=self.timeout,

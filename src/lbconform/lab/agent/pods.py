@@ -148,7 +148,8 @@ class PodWorker(threading.Thread):
         if self.deleting() or self.gone:
             self._finish_deletion()
             return
-        self.sandbox.create(self.agent.ipam.allocate() if self.sandbox.netns else self.agent.node.ip)
+        previous = (self.pod.get("status") or {}).get("podIP")
+        self.sandbox.create(self.agent.ipam.allocate(previous) if self.sandbox.netns else self.agent.node.ip)
         self.sandbox_ready = True
         self.sync_status()
         while True:
