@@ -4,14 +4,16 @@ A flow the LB has forgotten (idle past its timeout) is hashed again on its next 
 healthy set changed meanwhile, some flows land on another backend, which answers a packet of a
 connection it never saw with a reset. So: open connections, let them idle, change the healthy
 set (a backend pod joins or leaves a node that has no other), and ask every connection again.
-Flows idle less than the timeout must all survive; beyond it, some are reset. Bisecting the
-idle time between two such probes measures the timeout.
+Flows idle less than the timeout must all survive; beyond it, some are reset.
 
-A declared timeout minutes long (clouds: 4 min, 350 s) is not bisected from zero: the check
-idles just below it and just above it, and the two probes together must fit in the named
-timeout ``idle_probe``. Every backend's server-side TCP keepalive bounds what can be observed:
-a backend that probes an idle connection every K seconds keeps the LB's entry fresh, so an idle
-timeout longer than K never shows (agnhost, like every Go server, probes after 15 s).
+The check probes just below and just above the declared timeout first (within the resolution,
+or 5 % of a timeout minutes long, as on clouds); only a timeout outside that bracket is searched
+for, by bisection, so that the report says what it is. A change takes what the implementation
+takes (pod start, readiness, its health checks): one that outlasts the idle time asked for
+stretches the idle time, and the probe measures what it was. The probes together must fit in the
+named timeout ``idle_probe``. Every backend's server-side TCP keepalive bounds what can be
+observed: a backend that probes an idle connection every K seconds keeps the LB's entry fresh, so
+an idle timeout longer than K never shows (agnhost, like every Go server, probes after 15 s).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 MakeFleet = Callable[..., Fleet]
 #: Bisection stops when the timeout is known to within this.
 RESOLUTION_SECONDS = 2.0
-#: Declared timeouts up to this are bisected; longer ones are bracketed (below, then above).
+#: Declared timeouts up to this are searched for when they are outside the bracket; longer ones
+#: are only bracketed (below, then above).
 BISECT_UP_TO_SECONDS = 60.0
 #: A bracket's distance from the declared value, as a fraction of it (at least the resolution).
 BRACKET_FRACTION = 0.05
@@ -42,8 +45,9 @@ BRACKET_FRACTION = 0.05
 BACKEND_SERVER_KEEPALIVE_SECONDS = 15.0
 
 
-class ChangeTooSlow(AssertionError):
-    """The healthy-set change took longer than the idle period it had to fit in."""
+class ChangeTooSlow(Exception):
+    """The healthy-set changes took longer than the idle time the probe could still learn from:
+    the check could not be made (an error, not a failure of the LB)."""
 
 
 @dataclass
@@ -58,6 +62,8 @@ class IdleProbe:
     #: Connections reset on the wire at the last probe's request (None: not measured, and why).
     wire_resets: int | None = field(default=None, init=False)
     wire_note: str = field(default="", init=False)
+    #: How long the last probe's connections actually idled before they were asked again.
+    idled: float = field(default=0.0, init=False)
 
     @property
     def free_node(self) -> str:
@@ -80,10 +86,15 @@ class IdleProbe:
         self.lb.wait_for_settled_pool(self.backends)
 
     def idle(self, seconds: float, *, change: bool, keepalive: KeepAlive | None = None,
-             changes: int = 1) -> dict[str, int]:
+             changes: int = 1, within: float | None = None) -> dict[str, int]:
         """Connections idle ``seconds`` (with ``changes`` healthy-set changes meanwhile), then asked
         again: the count of each outcome. Connections open while the free node has no backend, so
-        that no change ever removes a backend a connection uses."""
+        that no change ever removes a backend a connection uses.
+
+        A change takes what the implementation takes (pod start, readiness, its health checks),
+        so the idle time is at least ``seconds``: changes that end later stretch it to their end
+        (``idled`` says how long it was), and ``ChangeTooSlow`` when they end after ``within``
+        seconds (default ``seconds``), beyond which the probe would not answer its question."""
         if self.extra is not None:
             self.change()
         reason = capture_available()
@@ -94,30 +105,34 @@ class IdleProbe:
         if capture is not None:
             capture.start()
         try:
-            outcomes = self._probe(seconds, change, keepalive, changes)
+            outcomes = self._probe(seconds, change, keepalive, changes,
+                                   seconds if within is None else max(seconds, within))
         finally:
             events = capture.stop() if capture is not None else []
         assert self.last is not None
         received = attribute(events, self.last.by_local_port())
         self.wire_resets = None if capture is None else sum(n for k, n in received.items() if k != UNKNOWN)
-        log.info("idle %.1fs, change=%s: %s, wire resets %s", seconds, change, outcomes, self.wire_resets)
+        log.info("idle %.1fs (asked %.1fs), change=%s: %s, wire resets %s", self.idled, seconds, change,
+                 outcomes, self.wire_resets)
         return outcomes
 
     def _probe(self, seconds: float, change: bool, keepalive: KeepAlive | None,
-               changes: int) -> dict[str, int]:
+               changes: int, within: float) -> dict[str, int]:
         fleet = self.make_fleet(self.lb, self.connections, keepalive)
         self.last = fleet
         idle_since = time.monotonic()
-        end = Deadline(idle_since + seconds)
+        end, limit = Deadline(idle_since + seconds), Deadline(idle_since + within)
         for i in range(changes if change else 0):
             self.change()
-            if end.expired():
+            if limit.expired():
                 late = time.monotonic() - idle_since
-                raise ChangeTooSlow(f"healthy-set change {i + 1} ended {late:.1f}s into an idle period of "
-                                    f"{seconds:g}s")
+                raise ChangeTooSlow(f"healthy-set change {i + 1} ended {late:.1f}s into an idle period "
+                                    f"that had to stay under {within:g}s (asked: {seconds:g}s): the "
+                                    "implementation's health checks are too slow for this probe")
         # The idle time is the quantity under test: nothing is sent until it has passed.
         time.sleep(end.remaining())
-        return self.last.request()
+        self.idled = time.monotonic() - idle_since
+        return fleet.request()
 
     def details(self) -> list[tuple[str | None, str, str]]:
         if self.last is None:
@@ -131,12 +146,15 @@ class CannotObserve(Exception):
 
 @dataclass(frozen=True)
 class IdlePlan:
-    """How a declared timeout is checked: ``bisect`` between ``low`` and ``high``, or idle at
-    ``low`` (must keep every flow) and at ``high`` (must reset one) and stop."""
+    """How a declared timeout is checked: idle at ``low`` (every flow must live) and at ``high``
+    (one must be reset), the bracket around it. When the timeout is not inside it, ``search``
+    says whether it is then bisected between ``floor`` and ``ceiling``, to measure what it is."""
 
-    bisect: bool
     low: float
     high: float
+    search: bool
+    floor: float
+    ceiling: float
 
     @property
     def least_idle_seconds(self) -> float:
@@ -146,15 +164,14 @@ class IdlePlan:
 
 def plan_idle_check(declared: float, budget: float,
                     server_keepalive: float = BACKEND_SERVER_KEEPALIVE_SECONDS) -> IdlePlan:
-    """The check of ``declared``: bisected from half to one and a half times it when it is at most
-    BISECT_UP_TO_SECONDS, else bracketed just below and just above it. ``CannotObserve`` when the
-    backends' own keepalive would refresh the LB's entry before it could expire, or the bounds
-    alone exceed ``budget`` (the ``idle_probe`` timeout)."""
-    if declared <= BISECT_UP_TO_SECONDS:
-        plan = IdlePlan(True, declared / 2, declared * 3 / 2)
-    else:
-        margin = max(RESOLUTION_SECONDS, declared * BRACKET_FRACTION)
-        plan = IdlePlan(False, declared - margin, declared + margin)
+    """The check of ``declared``: the bracket is within the resolution of it (or 5 % of it for a
+    timeout minutes long); a timeout of at most BISECT_UP_TO_SECONDS outside it is then searched
+    between half of it and one and a half times it (kept below the backends' keepalive).
+    ``CannotObserve`` when the backends' own keepalive would refresh the LB's entry before it
+    could expire, or the bracket alone exceeds ``budget`` (the ``idle_probe`` timeout)."""
+    margin = max(RESOLUTION_SECONDS / 2, declared * BRACKET_FRACTION)
+    plan = IdlePlan(declared - margin, declared + margin, declared <= BISECT_UP_TO_SECONDS,
+                    declared / 2, max(declared + margin, min(declared * 3 / 2, server_keepalive - margin)))
     if declared >= server_keepalive:
         raise CannotObserve(
             f"a declared idle timeout of {declared:g}s cannot expire: the backends' server-side TCP "
@@ -168,28 +185,39 @@ def plan_idle_check(declared: float, budget: float,
 def measure_idle_timeout(probe: IdleProbe, declared: float, budget: float,
                          server_keepalive: float = BACKEND_SERVER_KEEPALIVE_SECONDS) -> tuple[float, float]:
     """The idle timeout as (longest idle that kept every flow, shortest that reset one), by the
-    plan for ``declared`` (see ``plan_idle_check``): bisected, or bracketed. The bounds are probed
-    first: if they do not behave, there is nothing to bisect."""
+    plan for ``declared`` (see ``plan_idle_check``). The bounds are the idle times the probes
+    actually took (a slow change stretches one). The bracket's low probe must end before the
+    declared value, so that a reset there still says the flows were forgotten too early."""
     plan = plan_idle_check(declared, budget, server_keepalive)
-    if not plan.bisect:
-        if probe.idle(plan.low, change=True) != {ALIVE: probe.connections}:
-            return 0.0, plan.low
-        above = probe.idle(plan.high, change=True) == {ALIVE: probe.connections}
-        return (plan.high, float("inf")) if above else (plan.low, plan.high)
-    return bisect_idle_timeout(probe, plan.low, plan.high)
+    if not _all_alive(probe, plan.low, within=declared):
+        below = probe.idled
+        if not plan.search:
+            return 0.0, below
+        if not _all_alive(probe, plan.floor, within=(plan.floor + below) / 2):
+            return 0.0, probe.idled
+        return bisect_idle_timeout(probe, probe.idled, below)
+    low = probe.idled
+    if not _all_alive(probe, plan.high, within=plan.high):
+        return low, probe.idled
+    if not plan.search:
+        return probe.idled, float("inf")
+    low = probe.idled
+    if _all_alive(probe, plan.ceiling, within=plan.ceiling):
+        return probe.idled, float("inf")
+    return bisect_idle_timeout(probe, low, probe.idled)
 
 
 def bisect_idle_timeout(probe: IdleProbe, low: float, high: float) -> tuple[float, float]:
-    """Bisect the idle time between ``low`` and ``high`` until the timeout is known within
-    RESOLUTION_SECONDS."""
-    if probe.idle(low, change=True) != {ALIVE: probe.connections}:
-        return 0.0, low
-    if probe.idle(high, change=True) == {ALIVE: probe.connections}:
-        return high, float("inf")
+    """Bisect between ``low`` (every flow lived) and ``high`` (one was reset) until the timeout is
+    known within RESOLUTION_SECONDS. Each probe must narrow the bracket by at least a quarter of
+    the resolution: a change slower than that is ``ChangeTooSlow``."""
     while high - low > RESOLUTION_SECONDS:
-        mid = (low + high) / 2
-        if probe.idle(mid, change=True) == {ALIVE: probe.connections}:
-            low = mid
+        if _all_alive(probe, (low + high) / 2, within=high - RESOLUTION_SECONDS / 4):
+            low = probe.idled
         else:
-            high = mid
+            high = probe.idled
     return low, high
+
+
+def _all_alive(probe: IdleProbe, seconds: float, *, within: float) -> bool:
+    return probe.idle(seconds, change=True, within=within) == {ALIVE: probe.connections}

@@ -8,6 +8,7 @@ selected together, when the first test asks for a result, and each test waits fo
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -43,6 +44,18 @@ def lbconform_run(*args: str, report_dir: Path) -> Result:
         proc.communicate()
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+#: Lines of a failed run's output that say what failed: pytest's summary, the exception lines
+#: (without the JSON of the diagnostics dumped under them), and lbconform's own verdicts.
+_TELLING = re.compile(r"^(FAILED|ERROR|lbconform:|E\s+[^\s\"{}\[\],])|(passed|failed|error).* in [0-9.]+s")
+
+
+def outcome(result: Result, lines: int = 80) -> str:
+    """What a failed run's output says about why, for an assertion message: the telling lines
+    (a run's whole output is mostly diagnostics), then the end of its stderr."""
+    telling = [line for line in result.stdout.splitlines() if _TELLING.search(line)]
+    return "\n".join(telling[-lines:]) + "\n--- stderr ---\n" + result.stderr[-2000:]
 
 
 def lbconform_cli(*args: str) -> Result:

@@ -21,7 +21,7 @@ from lbconform.lab.cluster import Lab
 from lbconform.providers.lab import LabProvider
 from lbconform.termination import Ordering
 from tests.lab.helpers import deploy_backend, wait_for_healthy, wait_for_vip
-from tests.lab.runs import lbconform_run
+from tests.lab.runs import lbconform_run, outcome
 
 pytestmark = pytest.mark.lab
 
@@ -92,7 +92,7 @@ def test_disruptive_experiment_refused_without_the_switch(test_namespace: Applie
 def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> None:
     result = lbconform_run("--profile", "chaos", "--allow-disruptive", "-n", "2", "--mode", "node",
                            report_dir=tmp_path)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert result.returncode == 0, outcome(result)
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     chaos = next(p for p in doc["profiles"] if p["name"] == "chaos")
     assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 7, chaos

@@ -14,7 +14,7 @@ import yaml
 from fixtures.lab import LabSession
 from lbconform.lab.cluster import Lab
 from lbconform.report import schema
-from tests.lab.runs import ConcurrentRuns, Result, lbconform_cli, lbconform_run, selected_params
+from tests.lab.runs import ConcurrentRuns, Result, lbconform_cli, lbconform_run, outcome, selected_params
 
 pytestmark = pytest.mark.lab
 
@@ -73,7 +73,7 @@ def report(report_dir: Path) -> dict[str, object]:
 @pytest.mark.parametrize("mode", sorted(NOT_SUPPORTED_IN_MODE))
 def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode_runs: ConcurrentRuns, mode: str) -> None:
     result, tmp_path = mode_runs.result(mode)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert result.returncode == 0, outcome(result)
     doc = report(tmp_path)
     assert schema.validate(doc) == [] and schema.check_statistics(doc) == []
     profiles = {p["name"]: p for p in doc["profiles"]}  # type: ignore[attr-defined]
@@ -103,7 +103,7 @@ def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode_runs: Concurr
 @pytest.mark.lab_lifecycle
 def test_run_boots_a_lab_and_removes_it(no_lab: Lab, tmp_path: Path) -> None:
     result = lbconform_run("-n", "1", "--", "-k", "test_ingress_assigned_and_reachable", report_dir=tmp_path)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert result.returncode == 0, outcome(result)
     assert "lab booted" in result.stderr and "lab removed" in result.stderr
     assert not no_lab.dir.exists()
     assert report(tmp_path)["profiles"][0]["statistics"]["passed"] == 1  # type: ignore[index]

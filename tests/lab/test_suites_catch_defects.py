@@ -20,7 +20,7 @@ from fixtures.lab import LabSession
 from lbconform.features import Feature
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import DEFECTS
-from tests.lab.runs import ConcurrentRuns, Result, lbconform_run, selected_params
+from tests.lab.runs import ConcurrentRuns, Result, lbconform_run, outcome, selected_params
 
 pytestmark = pytest.mark.lab
 
@@ -109,11 +109,11 @@ def rows(lab_session: LabSession, request: pytest.FixtureRequest,
 def test_suite_catches_defect(rows: ConcurrentRuns, defect: str) -> None:
     _, tests, feature = DEFECT_SUITES[defect]
     result, report_dir = rows.result(defect)
-    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
+    assert result.returncode == 1, outcome(result)
     doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
     failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
     failing_features = {f for p in doc["profiles"] for f in p["features"]["failed"]}
-    assert failed == set(tests), result.stdout[-4000:]
+    assert failed == set(tests), outcome(result)
     assert feature.value in failing_features
 
 
@@ -130,8 +130,8 @@ def test_chaos_suite_catches_defect(rows: ConcurrentRuns, defect: str, tmp_path:
     rows.wait_all()  # a node kill would fail the other rows' tests
     result = run_with_defect(defect, tmp_path, "--profile", "chaos", "--allow-disruptive", "--mode", "node",
                              "-n", "1", "--", "-k", "test_killed_node")
-    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
+    assert result.returncode == 1, outcome(result)
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
-    assert failed == set(CHAOS_DEFECT_SUITES[defect]), result.stdout[-4000:]
-    assert "over budget" in result.stdout or "deviated=True" in result.stdout, result.stdout[-4000:]
+    assert failed == set(CHAOS_DEFECT_SUITES[defect]), outcome(result)
+    assert "over budget" in result.stdout or "deviated=True" in result.stdout, outcome(result)

@@ -7,7 +7,7 @@ from typing import Any, cast
 import pytest
 
 from lbconform.convergence import follow, percentile
-from lbconform.idle import CannotObserve, IdleProbe, measure_idle_timeout, plan_idle_check
+from lbconform.idle import CannotObserve, ChangeTooSlow, IdleProbe, measure_idle_timeout, plan_idle_check
 from lbconform.providers.base import Declared
 from lbconform.termination import Ordering
 from lbconform.traffic.fleet import ALIVE, RESET
@@ -49,43 +49,77 @@ def test_follow_times_additions_and_removals() -> None:
 
 
 class FakeProbe:
-    """Flows forgotten after ``timeout`` seconds; a change then resets some of them."""
+    """Flows forgotten after ``timeout`` seconds; a change then resets some of them. A change takes
+    ``change_seconds``: one that ends after the asked idle time stretches it, as IdleProbe's do."""
 
     connections = 30
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+    def __init__(self, timeout: float, change_seconds: float = 0.0) -> None:
+        self.timeout, self.change_seconds = timeout, change_seconds
         self.probed: list[float] = []
+        self.idled = 0.0
 
-    def idle(self, seconds: float, *, change: bool) -> dict[str, int]:
-        self.probed.append(seconds)
-        return {ALIVE: 30} if seconds < self.timeout or not change else {ALIVE: 12, RESET: 18}
+    def idle(self, seconds: float, *, change: bool, within: float | None = None) -> dict[str, int]:
+        if change and self.change_seconds > max(seconds, within or seconds):
+            raise ChangeTooSlow(f"{self.change_seconds} > {within}")
+        self.idled = max(seconds, self.change_seconds if change else 0.0)
+        self.probed.append(self.idled)
+        return {ALIVE: 30} if self.idled < self.timeout or not change else {ALIVE: 12, RESET: 18}
 
 
-@pytest.mark.parametrize("actual", [12.0, 9.5, 16.0])
-def test_bisection_brackets_the_timeout_within_the_resolution(actual: float) -> None:
+def measure(probe: FakeProbe, declared: float = 12.0, **kwargs: float) -> tuple[float, float]:
+    return measure_idle_timeout(cast(IdleProbe, cast(Any, probe)), declared, 900, **kwargs)
+
+
+def test_the_bracket_around_the_declared_timeout_is_probed_first_and_is_enough_when_it_holds() -> None:
+    probe = FakeProbe(12.0)
+    assert measure(probe) == (11.0, 13.0)
+    assert probe.probed == [11.0, 13.0]
+
+
+@pytest.mark.parametrize("actual", [9.5, 7.0, 13.5])
+def test_a_timeout_outside_the_bracket_is_searched_to_within_the_resolution(actual: float) -> None:
     probe = FakeProbe(actual)
-    low, high = measure_idle_timeout(cast(IdleProbe, cast(Any, probe)), 12.0, 900)
+    low, high = measure(probe)
     assert low <= actual <= high and high - low <= 2.0
-    assert probe.probed[:2] == [6.0, 18.0]
 
 
-def test_bisection_reports_a_timeout_outside_the_bounds() -> None:
-    assert measure_idle_timeout(cast(IdleProbe, cast(Any, FakeProbe(5.0))), 12.0, 900) == (0.0, 6.0)
-    assert measure_idle_timeout(cast(IdleProbe, cast(Any, FakeProbe(100.0))), 12.0, 900) == (
-        18.0, float("inf"))
+@pytest.mark.parametrize("actual", [12.0, 9.5])
+def test_a_change_slower_than_the_idle_asked_stretches_the_idle_time_it_measures(actual: float) -> None:
+    probe = FakeProbe(actual, change_seconds=7.5)
+    low, high = measure(probe)
+    assert low <= actual <= high and high - low <= 2.0
+    assert min(probe.probed) == 7.5 if actual < 11 else probe.probed == [11.0, 13.0]
 
 
-def test_a_minutes_long_timeout_is_bracketed_not_bisected() -> None:
+def test_a_short_timeout_is_caught_though_the_change_is_slow() -> None:
+    assert measure(FakeProbe(5.0, change_seconds=7.5)) == (0.0, 7.5)
+
+
+def test_a_change_too_slow_to_tell_the_timeout_is_an_error_not_a_measurement() -> None:
+    # Past the declared value, a reset at the bracket's low end would say nothing about the timeout.
+    with pytest.raises(ChangeTooSlow):
+        measure(FakeProbe(12.0, change_seconds=12.5))
+    assert measure(FakeProbe(12.0, change_seconds=11.9)) == (11.9, 13.0)
+    # While searching, every probe still narrows the bracket: the bisection ends.
+    probe = FakeProbe(8.0, change_seconds=7.9)
+    low, high = measure(probe)
+    assert low <= 8.0 <= high and high - low <= 2.0
+
+
+def test_a_timeout_outside_the_search_is_reported_as_below_or_above_it() -> None:
+    assert measure(FakeProbe(5.0)) == (0.0, 6.0)
+    assert measure(FakeProbe(100.0)) == (14.0, float("inf"))
+
+
+def test_a_minutes_long_timeout_is_bracketed_not_searched() -> None:
     plan = plan_idle_check(240.0, 900, server_keepalive=3600)
-    assert (plan.bisect, plan.low, plan.high) == (False, 228.0, 252.0)
+    assert (plan.search, plan.low, plan.high) == (False, 228.0, 252.0)
     probe = FakeProbe(240.0)
-    measured = measure_idle_timeout(cast(IdleProbe, cast(Any, probe)), 240.0, 900, server_keepalive=3600)
-    assert measured == (228.0, 252.0)
+    assert measure(probe, 240.0, server_keepalive=3600) == (228.0, 252.0)
     assert probe.probed == [228.0, 252.0]
     early = FakeProbe(200.0)
-    measured = measure_idle_timeout(cast(IdleProbe, cast(Any, early)), 240.0, 900, server_keepalive=3600)
-    assert measured == (0.0, 228.0) and early.probed == [228.0]
+    assert measure(early, 240.0, server_keepalive=3600) == (0.0, 228.0) and early.probed == [228.0]
 
 
 def test_a_timeout_the_backends_keepalive_hides_or_the_budget_cannot_hold_is_refused() -> None:
@@ -93,4 +127,4 @@ def test_a_timeout_the_backends_keepalive_hides_or_the_budget_cannot_hold_is_ref
         plan_idle_check(240.0, 900)
     with pytest.raises(CannotObserve, match="raise --timeout idle_probe above that"):
         plan_idle_check(240.0, 300, server_keepalive=3600)
-    assert plan_idle_check(10.0, 900).bisect
+    assert plan_idle_check(10.0, 900).search
