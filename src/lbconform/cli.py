@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from lbconform.errors import LbconformError
+from lbconform.errors import LbconformError, UsageError
 from lbconform.lab import build, topology
 from lbconform.lab.cluster import DEFAULT_API_PORT, Lab
 from lbconform.lab.lb.client import LabLB
@@ -156,10 +156,13 @@ def cmd_report_verify(args: argparse.Namespace) -> int:
     """Check a conformance report against the schema and its arithmetic; every problem, one a line."""
     from pathlib import Path
 
-    from lbconform.report.schema import load_report, verify
+    from lbconform.report.schema import load_report, not_a_report, verify
 
     path = Path(args.file)
     doc = load_report(path)
+    if (why := not_a_report(doc)) is not None:
+        raise UsageError(f"{path} is not a conformance report: it holds {why}; name the "
+                         "conformance-report.yaml a run wrote")
     problems = verify(doc)
     for problem in problems:
         print(f"{path}: {problem}")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from lbconform import progress, providers
+from lbconform import preflight, progress, providers
 from lbconform.errors import UsageError
 from lbconform.features import PROFILES, parse_features
 from lbconform.resources import data_dir
@@ -106,7 +106,9 @@ def pytest_argv(opts: RunOptions) -> list[str]:
         for value in values:
             argv += [flag, value]
     optional: list[tuple[str, str | None]] = [
-        ("--kubeconfig", opts.kubeconfig), ("--context", opts.context), ("--mode", opts.mode),
+        # pytest runs in the suites' folder: a path the user gave is resolved from theirs.
+        ("--kubeconfig", str(Path(opts.kubeconfig).expanduser().resolve()) if opts.kubeconfig else None),
+        ("--context", opts.context), ("--mode", opts.mode),
         ("--client-address", opts.client_address), ("--run-id", opts.run_id)]
     for flag, given in optional:
         if given:
@@ -158,17 +160,25 @@ def summary(report_dir: Path) -> list[str]:
 
 def run(opts: RunOptions, say: Say) -> int:
     validate(opts)
+    made = preflight.check_local(opts.report_dir, opts.workers)
     lab = None
-    if not opts.kubeconfig:
-        from lbconform.lab.cluster import Lab
-
-        lab = Lab(progress=say)
-        if lab.dir.exists():
-            say("using the running lab as it is (its LB defects included); it stays running")
-            lab = None
+    try:
+        if opts.kubeconfig:
+            preflight.check_cluster(Path(opts.kubeconfig).expanduser(), opts.context)
         else:
-            report = lab.up()
-            say(f"lab booted in {report.total:.1f}s")
+            from lbconform.lab.cluster import Lab
+
+            lab = Lab(progress=say)
+            if lab.dir.exists():
+                say("using the running lab as it is (its LB defects included); it stays running")
+                running, lab = lab, None
+                preflight.check_cluster(running.dir.kubeconfig, None)
+            else:
+                report = lab.up()
+                say(f"lab booted in {report.total:.1f}s")
+    except UsageError:
+        preflight.undo(made)
+        raise
     for stale in ("conformance-report.yaml", "datasheet.md", "junit.xml"):
         (opts.report_dir / stale).unlink(missing_ok=True)
     try:

@@ -192,6 +192,18 @@ def test_open_builds_the_single_file_report() -> None:
     assert (args.open, args.single_file, args.html) == (True, True, False)
 
 
+def test_report_html_builds_the_default_relative_report_dir(tmp_path: Path, allure_cli: Path) -> None:
+    """As README shows it after `make run`: `lbconform report --html`, no other argument, from the
+    directory that holds `reports/`."""
+    report_dir = run_sample(tmp_path, SAMPLE)
+    (report_dir / "conformance-report.yaml").write_text(CONFORMANCE_REPORT)
+    done = subprocess.run([sys.executable, "-m", "lbconform.cli", "report", "--html"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (report_dir / "html" / "index.html").is_file()
+    assert f"html report: {report_dir / 'html' / 'index.html'}" in done.stdout
+
+
 def test_failures_are_filed_as_lb_defect_infrastructure_or_harness(tmp_path: Path, allure_cli: Path) -> None:
     report_dir = run_sample(tmp_path, CATEGORY_SAMPLE)
     html.generate(report_dir, cli=allure_cli)

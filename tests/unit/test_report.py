@@ -531,6 +531,27 @@ def test_report_verify_of_an_unreadable_file_is_one_line(tmp_path: Path, content
     assert len(lines) == 1 and lines[0].startswith(f"lbconform: error: {path}: {message}"), lines
 
 
+@pytest.mark.parametrize("content", [Path("/etc/passwd").read_text() * 3, "", "a: 1\nb: [2]\n", "- x\n- y\n"])
+def test_report_verify_of_a_file_that_is_no_report_is_one_short_line(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text(content)
+    done = lbconform("report", "verify", str(path))
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"lbconform: error: {path} is not a conformance report"), lines
+    assert len(lines[0]) <= len(str(path)) + 250, lines[0]
+
+
+def test_report_verify_quotes_at_most_80_characters_of_a_value(tmp_path: Path) -> None:
+    path = tmp_path / "conformance-report.yaml"
+    doc = sample_report()
+    doc["profiles"] = "x" * 5000
+    path.write_text(yaml.safe_dump(doc))
+    done = lbconform("report", "verify", str(path))
+    assert done.returncode == 1 and "x" * 70 in done.stdout and "x" * 81 not in done.stdout, done.stdout
+
+
 def test_summary_lists_profiles_features_failures_and_the_datasheet(tmp_path: Path) -> None:
     conformance.write(tmp_path / "conformance-report.yaml", sample_report())
     (tmp_path / "datasheet.md").write_text("# Datasheet: x\n\n| measurement |\n| --- |\n| resets |\n")

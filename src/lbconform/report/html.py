@@ -170,6 +170,8 @@ def generate(report_dir: Path, *, single_file: bool = False, cli: Path | None = 
     replaces the previous build whole (Allure itself leaves stale files in its output), and
     a failed build leaves the previous one in place.
     """
+    # Allure runs in a temporary working directory of its own: every path it gets is absolute.
+    report_dir = report_dir.resolve()
     results = results_dir(report_dir)
     cli = cli or allure_cli()
     if shutil.which("node") is None:

@@ -39,10 +39,30 @@ def field_path(parts: Iterable[str | int]) -> str:
     return out or "(report)"
 
 
+#: A value of the document a message quotes is cut to this many characters.
+QUOTE_CHARS = 80
+
+
+def quote(value: Any) -> str:
+    """``repr(value)``, cut to QUOTE_CHARS: a message never echoes a whole file."""
+    text = repr(value)
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS - 3] + "..."
+
+
 def validate(doc: Any) -> list[str]:
     """Every way ``doc`` departs from the schema, as ``field: problem``, in the schema's order."""
     validator = Draft202012Validator(schema())
-    return [f"{field_path(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
+    return [f"{field_path(e.absolute_path)}: {e.message.replace(repr(e.instance), quote(e.instance))}"
+            for e in validator.iter_errors(doc)]
+
+
+def not_a_report(doc: Any) -> str | None:
+    """Why ``doc`` is no conformance report at all (not one with problems), or None."""
+    if isinstance(doc, dict) and doc.get("kind") == "ConformanceReport":
+        return None
+    if isinstance(doc, dict):
+        return f"a mapping without kind: ConformanceReport (its keys: {quote(sorted(map(str, doc))[:8])})"
+    return f"{type(doc).__name__ if doc is not None else 'nothing'} ({quote(doc)}), not a mapping"
 
 
 def check_statistics(doc: Any) -> list[str]:

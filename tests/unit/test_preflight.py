@@ -1,0 +1,83 @@
+"""The run's preflight without a cluster: bad input is one line and exit 2, before anything is made.
+
+The checks that need a cluster (nodes Ready, the identity's access) run against the lab in
+tests/lab/test_preflight.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lbconform import preflight
+from lbconform.errors import UsageError
+
+CLOSED_PORT_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def lbconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lbconform.cli", *args], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=cwd)
+
+
+def test_too_many_workers_for_the_machine_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"-n 999: at most 8 test processes on this machine \(2 core"):
+        preflight.check_local(tmp_path / "reports", 999, cores=2)
+    assert not (tmp_path / "reports").exists()
+    assert preflight.check_local(tmp_path / "reports", 8, cores=2) == [tmp_path / "reports"]
+
+
+def test_an_unwritable_report_dir_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match=r"--report-dir .*: cannot write there"):
+        preflight.check_local(blocker / "a" / "b", 2)
+    with pytest.raises(UsageError, match="cannot write there"):
+        preflight.check_local(Path("/proc/nope"), 2)
+    assert list(tmp_path.iterdir()) == [blocker]
+
+
+def test_undo_removes_only_the_empty_directories_the_check_made(tmp_path: Path) -> None:
+    made = preflight.check_local(tmp_path / "a" / "b", 2)
+    assert made == [tmp_path / "a" / "b", tmp_path / "a"]
+    (tmp_path / "a" / "keep").write_text("")
+    preflight.undo(made)
+    assert not (tmp_path / "a" / "b").exists() and (tmp_path / "a" / "keep").exists()
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (CLOSED_PORT_KUBECONFIG, "the cluster at https://127.0.0.1:1 did not answer /version "
+                             r"\(.*Connection refused\): check the kubeconfig's server address"),
+    ("root:x:0:0:root:/root:/bin/bash\n" * 50, r"not a kubeconfig \(no list of clusters in it\)"),
+    ("key: [unclosed\n", "cannot read it as YAML"),
+])
+def test_a_bad_kubeconfig_is_one_line_exit_2_and_no_report(tmp_path: Path, content: str,
+                                                            message: str) -> None:
+    (tmp_path / "kc").write_text(content)
+    started = time.monotonic()
+    done = lbconform("run", "--provider", "generic", "--kubeconfig", "kc", cwd=tmp_path)
+    assert time.monotonic() - started < 15
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lbconform: error: "), lines
+    assert len(lines[0]) < 400
+    assert re.search(message, lines[0]), lines[0]
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_context_the_kubeconfig_lacks_is_named(tmp_path: Path) -> None:
+    (tmp_path / "kc").write_text(CLOSED_PORT_KUBECONFIG)
+    done = lbconform("run", "--provider", "generic", "--kubeconfig", "kc", "--context", "nope", cwd=tmp_path)
+    assert done.returncode == 2 and "nope" in done.stderr and len(done.stderr.strip().splitlines()) == 1
