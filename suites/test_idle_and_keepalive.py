@@ -100,7 +100,7 @@ def test_flows_idle_beyond_the_timeout_move_after_a_change(probe: IdleProbe, mea
 
 @pytest.mark.features(IDLE)
 def test_idle_timeout_measured(probe: IdleProbe, measure: Measure, timeouts: Timeouts) -> None:
-    """The idle timeout, bisected from the client, is the one the Service asked for (within 2 s)."""
+    """The idle timeout, measured from the client, is the one the Service asked for (within 2 s)."""
     low, high = measure_idle_timeout(probe, IDLE_SECONDS, timeouts.idle_probe)
     measure("idle_timeout", (low + high) / 2, "s", declared=float(IDLE_SECONDS))
     assert low <= IDLE_SECONDS <= high, (low, high)

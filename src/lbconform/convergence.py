@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lbconform.wait import WaitTimeout, poll_until
+from lbconform.wait import LbWaitTimeout, WaitTimeout, poll_until
 
 #: Seconds between two looks at the endpoints and the pool.
 INTERVAL = 0.1
@@ -63,7 +63,8 @@ def follow(change: Callable[[], object], ready: Callable[[], set[str]], pool: Ca
         return len(r) == want_ready and r == p
 
     try:
-        poll_until(look, timeout=timeout, interval=INTERVAL, description=description)
+        poll_until(look, timeout=timeout, interval=INTERVAL, description=description,
+                   timeout_error=LbWaitTimeout)
     except WaitTimeout as exc:
-        raise WaitTimeout(exc.description, exc.timeout, last, exc.last_error) from None
+        raise type(exc)(exc.description, exc.timeout, last, exc.last_error) from None
     return lags

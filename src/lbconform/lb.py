@@ -19,7 +19,7 @@ from lbconform.kube.workload import Workload
 from lbconform.providers.base import NODE_POOL, NotSupported, PoolMember, ServiceRef
 from lbconform.target import Target
 from lbconform.traffic import checks
-from lbconform.wait import NotYet, poll_until
+from lbconform.wait import LbWaitTimeout, NotYet, poll_until
 
 #: How often pool and endpoint observers look; their measurements are this fine.
 OBSERVE_INTERVAL = 0.1
@@ -111,7 +111,7 @@ class LoadBalancer:
             return NotYet(sorted(healthy))
 
         poll_until(matches, timeout=timeout or self.target.timeouts.health_transition,
-                   interval=OBSERVE_INTERVAL,
+                   interval=OBSERVE_INTERVAL, timeout_error=LbWaitTimeout,
                    description=f"the LB's healthy set of {self.namespace}/{self.name} to be {sorted(want)}")
         return seen["at"]
 

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 NOT_SUPPORTED = "not supported"
 RESULT_PROPERTY = "lbconform.result"
+#: A phase (setup, call, teardown) that broke on something other than an assertion: the cluster's
+#: API, the network to it, the lab or the harness. Its value is the phase.
+ERROR_PROPERTY = "lbconform.error"
 FEATURES_PROPERTY = "lbconform.features"
 DESCRIPTION_PROPERTY = "lbconform.description"
 SUITES_DIR = "suites"
@@ -262,8 +265,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"{NOT_SUPPORTED}: {call.excinfo.value}")
         report.user_properties = list(item.user_properties)
-    elif report.failed and call.when == "call":
-        _attach_diagnostics(item, report)
+    elif report.failed:
+        assertion = (AssertionError, pytest.fail.Exception)
+        if call.excinfo is not None and not call.excinfo.errisinstance(assertion):
+            item.user_properties.append((ERROR_PROPERTY, call.when))
+            report.user_properties = list(item.user_properties)
+        if call.when == "call":
+            _attach_diagnostics(item, report)
     return report
 
 

@@ -9,15 +9,19 @@ pytest-xdist when ``workers`` > 1), so that the suites' imports never mix with t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -34,6 +38,8 @@ Say = Callable[[str], None]
 RUN_ID = re.compile(r"[a-z0-9]{1,16}")
 #: pytest's exit statuses: every selected test passed, some failed, none was selected.
 PYTEST_OK, PYTEST_FAILED, PYTEST_NO_TESTS = 0, 1, 5
+#: lbconform run's exit status when tests broke (errors) and none failed: no verdict on the LB.
+EXIT_ERRORS = 3
 
 
 @dataclass
@@ -121,19 +127,71 @@ def pytest_argv(opts: RunOptions) -> list[str]:
     return argv + opts.pytest_args
 
 
-def _pytest(argv: list[str], report_dir: Path, say: Say) -> int:
+class Interrupt:
+    """SIGINT and SIGTERM while the suites run. The suites' pytest runs in a process group of its
+    own, so that a terminal's Ctrl-C reaches this process only: the first signal is passed on as
+    one SIGINT to that group (pytest ends the tests in flight and tears their fixtures down, as on
+    a terminal's Ctrl-C), a second one kills the group at once."""
+
+    def __init__(self, say: Say, sweep_hint: str) -> None:
+        self.say, self.sweep_hint = say, sweep_hint
+        self.signal: int | None = None
+        self.killed = False
+        self.child: subprocess.Popen[bytes] | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Interrupt:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        child = self.child
+        if self.signal is None:
+            self.signal = signum
+            self.say(f"{signal.Signals(signum).name}: ending the tests in flight and undoing what they made "
+                     "(again to stop at once)")
+            if child is not None and child.poll() is None:
+                os.killpg(child.pid, signal.SIGINT)
+            return
+        if child is not None and child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+        self.killed = True
+        self.say(f"stopped at once: the run's namespaces and node changes may be left: {self.sweep_hint}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.signal or signal.SIGINT)
+
+    def wait(self, argv: list[str], **popen: Any) -> int:
+        """Run ``argv`` in its own process group; its exit status."""
+        self.child = subprocess.Popen(argv, process_group=0, **popen)
+        if self.signal is not None:  # a signal came while the child was being started
+            os.killpg(self.child.pid, signal.SIGINT)
+        while True:
+            try:
+                return self.child.wait()
+            except InterruptedError:  # pragma: no cover (PEP 475 retries; kept for clarity)
+                continue
+
+
+def _pytest(argv: list[str], report_dir: Path, say: Say, interrupt: Interrupt) -> int:
     """The suites' pytest as a child process. On a terminal (not in CI) its output goes to
     ``pytest.log`` and a status line shows progress, then the failures are shown; else pytest
     prints quietly."""
     cwd = data_dir("suites").parent
     if not progress.wanted():
         log.info("running %s", " ".join(argv))
-        return subprocess.run([*argv, "-q"], cwd=cwd, check=False).returncode
+        return interrupt.wait([*argv, "-q"], cwd=cwd)
     report_dir.mkdir(parents=True, exist_ok=True)
     log_path = report_dir / "pytest.log"
     with tempfile.TemporaryDirectory(prefix="lbconform-progress-") as folder, open(log_path, "w") as out:
         env = {**os.environ, progress.ENV: folder}
-        code = subprocess.run(argv, cwd=cwd, env=env, stdout=out, check=False).returncode
+        code = interrupt.wait(argv, cwd=cwd, env=env, stdout=out)
     lines = log_path.read_text(errors="replace").splitlines()
     start = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines) - 1)
     for line in lines[start:]:
@@ -152,7 +210,8 @@ def summary(report_dir: Path) -> list[str]:
     for profile in doc.get("profiles", []):
         st = profile["statistics"]
         lines.append(f"profile {profile['name']}: {profile['result']} ({st['passed']} passed, "
-                     f"{st['failed']} failed, {st['skipped']} skipped, {st['notSupported']} not supported)")
+                     f"{st['failed']} failed, {st.get('errors', 0)} errors, {st['skipped']} skipped, "
+                     f"{st['notSupported']} not supported)")
         if profile["features"]["failed"]:
             lines.append(f"  failing features: {', '.join(profile['features']['failed'])}")
     return [*lines, f"report: {path}", f"datasheet: {report_dir / 'datasheet.md'}"]
@@ -181,15 +240,36 @@ def run(opts: RunOptions, say: Say) -> int:
         raise
     for stale in ("conformance-report.yaml", "datasheet.md", "junit.xml"):
         (opts.report_dir / stale).unlink(missing_ok=True)
-    try:
-        argv = pytest_argv(opts)
-        code = _pytest(argv, opts.report_dir.resolve(), say)
-    finally:
-        if lab is not None and not opts.keep_lab:
-            lab.down()
-            say("lab removed")
+    # The run id is made here, not in pytest, so that an interrupted run can name what it left.
+    opts = dataclasses.replace(opts, run_id=opts.run_id or uuid.uuid4().hex[:8])
+    where = f" --kubeconfig {opts.kubeconfig}" if opts.kubeconfig else ""
+    hint = f"`lbconform sweep{where} --run-id {opts.run_id}` removes them"
+    if lab is not None and not opts.keep_lab:
+        hint += "; `lbconform lab down` removes the lab this run booted"
+    with Interrupt(say, hint) as interrupt:
+        try:
+            code = _pytest(pytest_argv(opts), opts.report_dir.resolve(), say, interrupt)
+        finally:
+            if lab is not None and not opts.keep_lab and not interrupt.killed:
+                lab.down()
+                say("lab removed")
     for line in summary(opts.report_dir.resolve()):
         say(line)
+    if interrupt.signal is not None:
+        return interrupt.exit_code
     if code == PYTEST_NO_TESTS:
         raise UsageError("no test was selected: check --profile, --features and any -k expression")
+    if code == PYTEST_FAILED and only_errors(opts.report_dir.resolve()):
+        say("no test failed, but some broke on the cluster, the network to it, the lab or the harness: "
+            "the run says nothing about the load balancer (see the errors in the report)")
+        return EXIT_ERRORS
     return {PYTEST_OK: 0, PYTEST_FAILED: 1}.get(code, 2)
+
+
+def only_errors(report_dir: Path) -> bool:
+    """Whether the run's report has errors and no failure."""
+    path = report_dir / "conformance-report.yaml"
+    if not path.is_file():
+        return False
+    results = {p.get("result") for p in (yaml.safe_load(path.read_text()) or {}).get("profiles", [])}
+    return "error" in results and "failure" not in results

@@ -23,7 +23,7 @@ from lbconform.kube.workload import Workload
 from lbconform.lb import LoadBalancer
 from lbconform.providers.base import Declared
 from lbconform.traffic.timeline import Timeline
-from lbconform.wait import poll_until
+from lbconform.wait import LbWaitTimeout, poll_until
 
 Record = Callable[..., None]
 
@@ -146,6 +146,6 @@ def observe_termination(lb: LoadBalancer, backends: Workload, pod: str, timeline
         return seen.g is not None and (seen.u is not None
                                        or since() - seen.g > lb.target.timeouts.health_transition)
 
-    poll_until(look, timeout=timeout, interval=OBSERVE_SECONDS,
+    poll_until(look, timeout=timeout, interval=OBSERVE_SECONDS, timeout_error=LbWaitTimeout,
                description=f"pod {backends.namespace}/{pod} to be gone and out of the LB's healthy set")
     return seen

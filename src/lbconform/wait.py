@@ -39,6 +39,13 @@ class WaitTimeout(LbconformError):
         super().__init__("; ".join(parts))
 
 
+class LbWaitTimeout(WaitTimeout, AssertionError):
+    """A wait for the load balancer's own behaviour ran out (an address, a healthy set, traffic
+    that converges): the implementation did not do in time what it must. It is an assertion, so
+    the test *fails*; a wait for the cluster (pods, endpoints, deletion) that runs out is a plain
+    WaitTimeout, and the test is an *error*: not the LB's fault, not a conformance verdict."""
+
+
 @dataclass(frozen=True)
 class NotYet:
     """A probe's "not yet" that carries what it saw, so that a timeout says it (a probe
@@ -80,28 +87,43 @@ def poll_until(
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
     retry_on: tuple[type[BaseException], ...] = (Exception,),
+    timeout_error: type[WaitTimeout] = WaitTimeout,
 ) -> T:
     """Call ``probe`` until it returns a truthy value, and return that value.
 
     Exceptions listed in ``retry_on`` count as "not yet" and are kept as the last error.
-    The probe always runs at least once, even with a zero timeout.
+    The probe always runs at least once, even with a zero timeout. Running out raises
+    ``timeout_error``: LbWaitTimeout where what is awaited is the load balancer's doing.
     """
     deadline = Deadline.after(timeout, clock)
     last_value: object = None
     last_error: BaseException | None = None
+    broke = False
     with waiting(description, timeout):
         while True:
             try:
                 value = probe()
             except retry_on as exc:
-                last_error = exc
+                last_error, broke = exc, True
             else:
                 if value and not isinstance(value, NotYet):
                     return value
-                last_value = value
+                last_value, broke = value, False
             if deadline.expired():
-                raise WaitTimeout(description, timeout, last_value, last_error)
+                # A wait for the LB whose last look broke on the cluster's API saw nothing of the LB.
+                error = WaitTimeout if broke and cluster_broke(last_error) else timeout_error
+                raise error(description, timeout, last_value, last_error)
             sleep(min(interval, deadline.remaining()))
+
+
+def cluster_broke(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the cluster's API failing or out of reach (not something the LB did)."""
+    import urllib3.exceptions
+    from kubernetes.client.exceptions import ApiException
+
+    from lbconform.kube.rawapi import ApiError
+
+    return isinstance(exc, ApiError | ApiException | urllib3.exceptions.HTTPError)
 
 
 def await_convergence(
@@ -113,6 +135,7 @@ def await_convergence(
     interval: float = 0.2,
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
+    timeout_error: type[WaitTimeout] = WaitTimeout,
 ) -> None:
     """Wait until ``probe`` holds ``successes`` times in a row: one lucky answer is not enough."""
     streak = 0
@@ -129,5 +152,5 @@ def await_convergence(
 
     poll_until(
         step, timeout=timeout, description=f"{description} ({successes} in a row)",
-        interval=interval, clock=clock, sleep=sleep,
+        interval=interval, clock=clock, sleep=sleep, timeout_error=timeout_error,
     )

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -126,13 +127,14 @@ def test_build_aggregates_tests_and_features_per_selected_profile() -> None:
     core, ext = doc["profiles"]
     assert core["result"] == "failure"
     # test_x::f needs a chaos feature too: it is a chaos test, and chaos was not selected.
-    assert core["tests"] == {"passed": ["test_x::a", "test_x::b"], "failed": ["test_x::c"],
+    assert core["tests"] == {"passed": ["test_x::a", "test_x::b"], "failed": ["test_x::c"], "errors": [],
                              "skipped": [], "notSupported": []}
-    assert core["statistics"] == {"passed": 2, "failed": 1, "skipped": 0, "notSupported": 0}
-    assert core["features"] == {"passed": [CORE], "failed": [LOCAL], "skipped": [], "notSupported": []}
+    assert core["statistics"] == {"passed": 2, "failed": 1, "errors": 0, "skipped": 0, "notSupported": 0}
+    assert core["features"] == {"passed": [CORE], "failed": [LOCAL], "errors": [], "skipped": [],
+                                "notSupported": []}
     assert ext["result"] == "partial"
-    assert ext["statistics"] == {"passed": 0, "failed": 0, "skipped": 1, "notSupported": 1}
-    assert ext["features"] == {"passed": [], "failed": [], "skipped": ["SessionAffinity"],
+    assert ext["statistics"] == {"passed": 0, "failed": 0, "errors": 0, "skipped": 1, "notSupported": 1}
+    assert ext["features"] == {"passed": [], "failed": [], "errors": [], "skipped": ["SessionAffinity"],
                                "notSupported": [EXT]}
 
 
@@ -155,7 +157,27 @@ def test_build_layout_and_measurements() -> None:
 def test_a_profile_without_tests_is_partial() -> None:
     doc = conformance.build([result("a", "passed", CORE)], [], run_info(("core", "chaos")))
     assert [(p["name"], p["result"]) for p in doc["profiles"]] == [("core", "success"), ("chaos", "partial")]
-    assert doc["profiles"][1]["statistics"] == {"passed": 0, "failed": 0, "skipped": 0, "notSupported": 0}
+    assert doc["profiles"][1]["statistics"] == {"passed": 0, "failed": 0, "errors": 0, "skipped": 0,
+                                                "notSupported": 0}
+
+
+def test_an_interrupted_run_claims_nothing_either_way() -> None:
+    results = [result("a", "passed", CORE), result("b", "failed", CORE)]
+    doc = conformance.build(results, [], run_info(("core", "chaos")), interrupted=True)
+    assert [p["result"] for p in doc["profiles"]] == ["interrupted", "interrupted"]
+    assert doc["profiles"][0]["tests"]["failed"] == ["test_x::b"]
+    assert schema.verify(doc) == []
+
+
+def test_a_profile_whose_tests_broke_but_none_failed_is_an_error_not_a_failure() -> None:
+    results = [result("a", "passed", CORE), result("b", "error", CORE, LOCAL)]
+    doc = conformance.build(results, [], run_info(("core",)))
+    core = doc["profiles"][0]
+    assert core["result"] == "error" and core["tests"]["errors"] == ["test_x::b"]
+    assert core["features"]["errors"] == sorted([LOCAL, CORE]) and core["statistics"]["errors"] == 1
+    assert schema.verify(doc) == []
+    failed = conformance.build([*results, result("c", "failed", CORE)], [], run_info(("core",)))
+    assert failed["profiles"][0]["result"] == "failure"
 
 
 def test_written_report_reads_back_in_order(tmp_path: Path) -> None:
@@ -199,7 +221,7 @@ def tampered(change: Any) -> dict[str, Any]:
 def test_schema_errors_name_the_field() -> None:
     doc = tampered(lambda d: d["profiles"][0].__setitem__("result", "great"))
     assert schema.validate(doc) == [
-        "profiles[0].result: 'great' is not one of ['success', 'partial', 'failure']"]
+        "profiles[0].result: 'great' is not one of ['success', 'partial', 'failure', 'error', 'interrupted']"]
     doc = tampered(lambda d: d["metadata"].pop("runId"))
     assert schema.validate(doc) == ["metadata: 'runId' is a required property"]
     doc = tampered(lambda d: d.pop("kind"))
@@ -414,6 +436,7 @@ import json
 import pytest
 from lbconform.features import Feature
 from lbconform.report.model import Measurement, MEASUREMENT_PROPERTY
+from lbconform.wait import LbWaitTimeout, WaitTimeout
 
 @pytest.fixture
 def measured_at_teardown(request):
@@ -437,6 +460,14 @@ def test_local(measured_at_teardown):
 @pytest.mark.features(Feature.EXTERNAL_TRAFFIC_POLICY_CLUSTER)
 def test_cluster(broken_cleanup):
     pass
+
+@pytest.mark.features(Feature.EXTERNAL_TRAFFIC_POLICY_CLUSTER)
+def test_lb_too_slow():
+    raise LbWaitTimeout("the LB's healthy set to be ['a']", 10, ["b"], None)
+
+@pytest.mark.features(Feature.LOAD_BALANCER_LIFECYCLE)
+def test_pods_too_slow():
+    raise WaitTimeout("deployment x to be available", 90, None, None)
 
 @pytest.mark.features(Feature.HEALTH_CHECK_TRANSITIONS)
 def test_health():
@@ -466,16 +497,28 @@ def test_collector_in_a_real_xdist_run(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(COLLECTOR_CONFTEST)
     pytester.mkdir("suites")
     pytester.makepyfile(**{"suites/test_suite": SUITE})
-    result = pytester.runpytest_subprocess("-n", "2", "--provider", "generic",
+    result = pytester.runpytest_subprocess("-n", "2", "--provider", "generic", "--junitxml", "junit.xml",
                                            "--profile", "core", "--profile", "extended")
-    result.assert_outcomes(passed=3, skipped=2, errors=1)
+    result.assert_outcomes(passed=3, failed=2, skipped=2, errors=1)
+    junit = ElementTree.parse(pytester.path / "junit.xml")
+    filed = {(c.get("name"), child.tag) for c in junit.iter("testcase") for child in c
+             if child.tag in ("failure", "error")}
+    assert filed == {("test_lb_too_slow", "failure"), ("test_pods_too_slow", "error"),
+                     ("test_cluster", "error")}
+    suite = next(junit.iter("testsuite"))
+    assert (suite.get("failures"), suite.get("errors")) == ("1", "2")
     doc = yaml.safe_load((pytester.path / "out" / "conformance-report.yaml").read_text())
     assert schema.validate(doc) == [] and schema.check_statistics(doc) == []
     core, ext = doc["profiles"]
+    # A wait for the LB that ran out is its failure; a broken teardown or a wait for the cluster's
+    # pods is an error, not a verdict on the LB.
     assert core["tests"] == {"passed": ["test_suite::test_lifecycle", "test_suite::test_local"],
-                             "failed": ["test_suite::test_cluster"],
+                             "failed": ["test_suite::test_lb_too_slow"],
+                             "errors": ["test_suite::test_cluster", "test_suite::test_pods_too_slow"],
                              "skipped": ["test_suite::test_health"], "notSupported": []}
     assert core["result"] == "failure"
+    assert core["features"]["failed"] == ["ExternalTrafficPolicyCluster"]
+    assert core["features"]["errors"] == ["LoadBalancerLifecycle"]
     assert ext["tests"]["notSupported"] == ["test_suite::test_pool"] and ext["result"] == "partial"
     assert [(m["name"], m["test"]) for m in doc["measurements"]] == [
         ("resets", "test_suite::test_local"), ("time_to_ingress", "test_suite::test_lifecycle")]
@@ -513,7 +556,8 @@ def test_report_verify_rejects_a_tampered_report_naming_the_field(tmp_path: Path
     done = lbconform("report", "verify", str(path))
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
-        f"{path}: profiles[1].result: 'great' is not one of ['success', 'partial', 'failure']",
+        f"{path}: profiles[1].result: 'great' is not one of "
+        "['success', 'partial', 'failure', 'error', 'interrupted']",
         f"{path}: profiles[0].statistics.passed: 3 but profiles[0].tests.passed lists 2 test(s)"]
     assert done.stderr.strip() == f"lbconform: {path} is not a valid conformance report (2 problem(s))"
 
@@ -558,7 +602,8 @@ def test_summary_lists_profiles_features_failures_and_the_datasheet(tmp_path: Pa
     done = lbconform("report", "--report-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "summary.md").read_text()
-    assert "| core | **failure** | 2 | 1 | 0 | 0 |\n| extended | **partial** | 0 | 0 | 1 | 1 |" in text
+    assert "| core | **failure** | 2 | 1 | 0 | 0 | 0 |\n" in text
+    assert "| extended | **partial** | 0 | 0 | 0 | 1 | 1 |" in text
     assert "| ExternalTrafficPolicyLocal | failed |" in text and "| BackendPool | not supported |" in text
     assert "Failed:\n\n- `test_x::c`" in text and "Not supported:\n\n- `test_x::d`" in text
     assert text.rstrip().endswith("| resets |") and "## Datasheet" in text

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lbconform.wait import NotYet, WaitTimeout, await_convergence, poll_until
+from lbconform.kube.rawapi import ApiError
+from lbconform.wait import LbWaitTimeout, NotYet, WaitTimeout, await_convergence, poll_until
 
 
 class FakeClock:
@@ -75,3 +76,33 @@ def test_a_timeout_says_what_a_not_yet_saw() -> None:
         poll_until(lambda: NotYet(["198.19.0.11", "198.19.0.12"]), timeout=1, interval=0.5,
                    description="the healthy set", clock=clock, sleep=clock.sleep)
     assert "last seen: ['198.19.0.11', '198.19.0.12']" in str(err.value)
+
+
+def test_a_wait_for_the_lb_that_ran_out_is_an_assertion_and_one_for_the_cluster_is_not() -> None:
+    clock = FakeClock()
+    with pytest.raises(LbWaitTimeout) as lb:
+        poll_until(lambda: NotYet(["b"]), timeout=2, description="the LB's healthy set", interval=1,
+                   clock=clock, sleep=clock.sleep, timeout_error=LbWaitTimeout)
+    assert isinstance(lb.value, AssertionError) and "last seen: ['b']" in str(lb.value)
+    with pytest.raises(WaitTimeout) as cluster:
+        poll_until(lambda: None, timeout=2, description="pods", interval=1, clock=clock, sleep=clock.sleep)
+    assert not isinstance(cluster.value, AssertionError)
+
+
+def test_a_wait_for_the_lb_whose_last_look_broke_on_the_cluster_api_is_no_verdict() -> None:
+    clock = FakeClock()
+
+    def api_down() -> object:
+        raise ApiError(503, "ServiceUnavailable", "apiserver is shutting down")
+
+    with pytest.raises(WaitTimeout) as broke:
+        poll_until(api_down, timeout=2, description="an ingress address", interval=1, clock=clock,
+                   sleep=clock.sleep, timeout_error=LbWaitTimeout)
+    assert type(broke.value) is WaitTimeout and "ServiceUnavailable" in str(broke.value)
+    # A connection to the VIP that fails is the LB's doing: the wait stays the LB's.
+    def refused() -> object:
+        raise ConnectionRefusedError("VIP:80")
+
+    with pytest.raises(LbWaitTimeout):
+        poll_until(refused, timeout=2, description="backends through the VIP", interval=1, clock=clock,
+                   sleep=clock.sleep, retry_on=(OSError,), timeout_error=LbWaitTimeout)

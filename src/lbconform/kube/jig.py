@@ -18,7 +18,7 @@ from typing import Any
 from lbconform.kube import objects
 from lbconform.kube.manifests import Applier, Tweak, load_one
 from lbconform.kube.rawapi import ApiError, Json
-from lbconform.wait import WaitTimeout, poll_until
+from lbconform.wait import LbWaitTimeout, WaitTimeout, poll_until
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ UPDATE_ATTEMPTS = 5
 CLEANUP_FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 
 
-class LoadBalancerTimeout(WaitTimeout):
+class LoadBalancerTimeout(LbWaitTimeout):
     """The Service got no ingress address in time; the message names the timeout."""
 
 
@@ -75,7 +75,7 @@ class ServiceJig:
         def released() -> bool:
             return self.ingress() is None and CLEANUP_FINALIZER not in self.finalizers()
 
-        poll_until(released, timeout=timeout, interval=0.2,
+        poll_until(released, timeout=timeout, interval=0.2, timeout_error=LbWaitTimeout,
                    description=f"Service {self.applier.namespace}/{self.name} to lose its ingress address "
                                f"and finalizer (timeout {timeout_name}={timeout:g}s)")
 
@@ -92,7 +92,7 @@ class ServiceJig:
                 raise
             return False
 
-        poll_until(gone, timeout=timeout, interval=0.2,
+        poll_until(gone, timeout=timeout, interval=0.2, timeout_error=LbWaitTimeout,
                    description=f"deleted Service {self.applier.namespace}/{self.name} to be gone "
                                f"(timeout {timeout_name}={timeout:g}s)")
 

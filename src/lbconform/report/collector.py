@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from lbconform.pytest_plugin import FEATURES_PROPERTY, RESULT_PROPERTY
+from lbconform.pytest_plugin import ERROR_PROPERTY, FEATURES_PROPERTY, RESULT_PROPERTY
 from lbconform.pytest_plugin import NOT_SUPPORTED as NOT_SUPPORTED_VALUE
 from lbconform.report import allure, conformance, datasheet, summary
 from lbconform.report.model import (
     DESCRIPTION_PROPERTY,
+    ERROR,
     FAILED,
     MEASUREMENT_PROPERTY,
     NOT_SUPPORTED,
@@ -55,14 +56,20 @@ class ReportCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._reports.setdefault(report.nodeid, []).append(report)
 
+    # After the junitxml plugin's own sessionfinish, which writes junit.xml.
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if not self._reports and exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
             # Nothing ran: an empty report would pass for a run that found nothing to test.
             log.info("no test ran (exit status %s): no report written", exitstatus)
             return
-        self.finish(allure_dir=_alluredir(session.config))
+        self.finish(allure_dir=_alluredir(session.config),
+                    interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        xml = getattr(session.config.option, "xmlpath", None)
+        if xml and Path(xml).is_file():
+            junit_errors(Path(xml), {r.nodeid for r in self.results if r.outcome == ERROR})
 
-    def finish(self, allure_dir: Path | None = None) -> None:
+    def finish(self, allure_dir: Path | None = None, interrupted: bool = False) -> None:
         """Turn the collected reports into results and write every report file."""
         self.results, self.measurements = [], []
         for nodeid, reports in self._reports.items():
@@ -78,13 +85,47 @@ class ReportCollector:
                 profiles |= conformance.profiles_of(r.features)
             run = RunInfo.unknown(tuple(sorted(profiles)))
         self.report_dir.mkdir(parents=True, exist_ok=True)
-        doc = conformance.build(self.results, self.measurements, run)
+        doc = conformance.build(self.results, self.measurements, run, interrupted)
         conformance.write(self.report_dir / REPORT_FILE, doc)
         sheet = datasheet.render(self.measurements, run)
         (self.report_dir / DATASHEET_FILE).write_text(sheet, encoding="utf-8")
         (self.report_dir / SUMMARY_FILE).write_text(summary.render(doc, sheet), encoding="utf-8")
         allure.write_environment(allure_dir or self.report_dir / ALLURE_DIR, allure.run_environment(run))
         log.info("wrote %s, %s and %s in %s", REPORT_FILE, DATASHEET_FILE, SUMMARY_FILE, self.report_dir)
+
+
+def junit_errors(path: Path, nodeids: set[str]) -> None:
+    """In ``path`` (pytest's JUnit XML), file the tests in ``nodeids`` as errors, not failures, as
+    the conformance report does: pytest's JUnit calls every exception in a test's body a failure."""
+    import xml.etree.ElementTree as ET
+
+    if not nodeids:
+        return
+    wanted = {_junit_address(n) for n in nodeids}
+    tree = ET.parse(path)
+    changed = False
+    for suite in tree.iter("testsuite"):
+        moved = 0
+        for case in suite.iter("testcase"):
+            if (case.get("classname", ""), case.get("name", "")) not in wanted:
+                continue
+            for child in case:
+                if child.tag == "failure":
+                    child.tag = "error"
+                    moved += 1
+        if moved:
+            changed = True
+            suite.set("failures", str(int(suite.get("failures", "0")) - moved))
+            suite.set("errors", str(int(suite.get("errors", "0")) + moved))
+    if changed:
+        tree.write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _junit_address(nodeid: str) -> tuple[str, str]:
+    """(classname, name) as pytest's junitxml writes a nodeid: the path's ``/`` as dots, no .py."""
+    names = nodeid.split("::")
+    names[0] = names[0].replace("/", ".").removesuffix(".py")
+    return ".".join(names[:-1]), names[-1]
 
 
 def _alluredir(config: pytest.Config) -> Path | None:
@@ -99,18 +140,25 @@ def to_result(nodeid: str, reports: list[pytest.TestReport]) -> tuple[TestResult
     properties = max((r.user_properties for r in reports), key=len, default=[])
     props: dict[str, str] = {}
     raw_measurements: list[str] = []
+    errored: set[str] = set()
     for key, value in properties:
         if key == MEASUREMENT_PROPERTY:
             raw_measurements.append(str(value))
+        elif key == ERROR_PROPERTY:
+            errored.add(str(value))
         else:
             props[str(key)] = str(value)
     name = report_name(nodeid)
     features = tuple(f for f in props.get(FEATURES_PROPERTY, "").split(",") if f)
 
-    failed = next((r for r in reports if r.failed), None)
+    # A failed assertion in any phase makes the test failed; phases that only broke make it an error.
+    failed = next((r for r in reports if r.failed and r.when not in errored), None)
+    broken = next((r for r in reports if r.failed and r.when in errored), None)
     skipped = next((r for r in reports if r.skipped), None)
     if failed is not None:
         outcome, message = FAILED, _failure_message(failed)
+    elif broken is not None:
+        outcome, message = ERROR, _failure_message(broken)
     elif skipped is not None:
         not_supported = props.get(RESULT_PROPERTY) == NOT_SUPPORTED_VALUE
         outcome, message = (NOT_SUPPORTED if not_supported else SKIPPED), _skip_message(skipped)

@@ -10,12 +10,15 @@ How results are aggregated:
 - A test belongs to one profile, the last of its features' (``features.test_profile``); only the
   profiles the run selected appear, in the order of ``features.PROFILES``. A test of no
   selected profile appears in no profile.
-- A profile's result is ``failure`` if any of its tests failed; ``partial`` if any was skipped
-  or not supported, or if none ran at all; ``success`` otherwise.
+- A profile's result is ``interrupted`` when the run was (Ctrl-C, SIGTERM): what ran is listed,
+  but it is no conformance claim either way; else ``failure`` if any of its tests failed;
+  ``error`` if none failed but some broke on the cluster, the lab or the harness (no claim
+  either way); ``partial`` if any was skipped or not supported, or if none ran at all; ``success`` otherwise.
 - Within a profile, a feature is listed when at least one of the profile's tests declares it,
   and only the profile's own features are listed. It is ``failed`` if any of its tests
-  failed, ``passed`` if all passed, ``notSupported`` if all were not supported, and
-  ``skipped`` otherwise (some skipped, or a mix of passed and not run).
+  failed, in ``errors`` if none failed but one broke, ``passed`` if all passed,
+  ``notSupported`` if all were not supported, and ``skipped`` otherwise (some skipped, or a
+  mix of passed and not run).
 - ``statistics`` counts the tests in each list of ``tests``.
 """
 
@@ -28,18 +31,31 @@ from typing import Any, Final
 import yaml
 
 from lbconform.features import PROFILES, Feature, test_profile
-from lbconform.report.model import FAILED, NOT_SUPPORTED, PASSED, SKIPPED, Measurement, RunInfo, TestResult
+from lbconform.report.model import (
+    ERROR,
+    FAILED,
+    NOT_SUPPORTED,
+    PASSED,
+    SKIPPED,
+    Measurement,
+    RunInfo,
+    TestResult,
+)
 
 API_VERSION: Final = "lbconform.io/v1alpha1"
 KIND: Final = "ConformanceReport"
 
-SUCCESS, PARTIAL, FAILURE = "success", "partial", "failure"
+SUCCESS, PARTIAL, FAILURE, INTERRUPTED = "success", "partial", "failure", "interrupted"
+#: Some tests broke on the cluster, the lab or the harness and none failed: no claim either way.
+ERRORED: Final = "error"
 
 #: Outcome -> the key of its list in ``tests``, ``features`` and ``statistics``.
-_KEYS: Final = {PASSED: "passed", FAILED: "failed", SKIPPED: "skipped", NOT_SUPPORTED: "notSupported"}
+_KEYS: Final = {PASSED: "passed", FAILED: "failed", ERROR: "errors", SKIPPED: "skipped",
+                NOT_SUPPORTED: "notSupported"}
 
 
-def build(results: Iterable[TestResult], measurements: Iterable[Measurement], run: RunInfo) -> dict[str, Any]:
+def build(results: Iterable[TestResult], measurements: Iterable[Measurement], run: RunInfo,
+          interrupted: bool = False) -> dict[str, Any]:
     """The report as a plain dict, keys in the order the YAML shows them."""
     results = list(results)
     return {
@@ -62,7 +78,7 @@ def build(results: Iterable[TestResult], measurements: Iterable[Measurement], ru
         },
         "declared": dict(run.declared),
         "timeouts": {name: float(seconds) for name, seconds in run.timeouts.items()},
-        "profiles": [_profile(name, results) for name in PROFILES if name in run.profiles],
+        "profiles": [_profile(name, results, interrupted) for name in PROFILES if name in run.profiles],
         "measurements": [_measurement(m) for m in sorted(
             measurements, key=lambda m: (m.feature is None, m.feature or "", m.name, m.test))],
     }
@@ -72,6 +88,8 @@ def profile_result(outcomes: Iterable[str]) -> str:
     outcomes = list(outcomes)
     if FAILED in outcomes:
         return FAILURE
+    if ERROR in outcomes:
+        return ERRORED
     if not outcomes or SKIPPED in outcomes or NOT_SUPPORTED in outcomes:
         return PARTIAL
     return SUCCESS
@@ -82,6 +100,8 @@ def feature_outcome(outcomes: Iterable[str]) -> str:
     outcomes = set(outcomes)
     if FAILED in outcomes:
         return FAILED
+    if ERROR in outcomes:
+        return ERROR
     if outcomes == {PASSED}:
         return PASSED
     if outcomes == {NOT_SUPPORTED}:
@@ -89,7 +109,7 @@ def feature_outcome(outcomes: Iterable[str]) -> str:
     return SKIPPED
 
 
-def _profile(name: str, results: list[TestResult]) -> dict[str, Any]:
+def _profile(name: str, results: list[TestResult], interrupted: bool) -> dict[str, Any]:
     own = {f.value for f in PROFILES[name]}
     members = [r for r in results if name in profiles_of(r.features)]
     tests: dict[str, list[str]] = {key: [] for key in _KEYS.values()}
@@ -105,7 +125,7 @@ def _profile(name: str, results: list[TestResult]) -> dict[str, Any]:
         features[_KEYS[feature_outcome(outcomes)]].append(f)
     return {
         "name": name,
-        "result": profile_result(r.outcome for r in members),
+        "result": INTERRUPTED if interrupted else profile_result(r.outcome for r in members),
         "statistics": {key: len(names) for key, names in tests.items()},
         "tests": {key: sorted(names) for key, names in tests.items()},
         "features": {key: sorted(names) for key, names in features.items()},

@@ -20,8 +20,11 @@ DESCRIPTION_PROPERTY: Final = "lbconform.description"
 MEASUREMENT_PROPERTY: Final = "lbconform.measurement"
 
 PASSED, FAILED, SKIPPED, NOT_SUPPORTED = "passed", "failed", "skipped", "not-supported"
+#: A test that broke on the cluster, the network to it, the lab or the harness, not on an
+#: assertion about the LB: no verdict on the implementation either way.
+ERROR: Final = "error"
 #: Every outcome a TestResult can have, in the order reports list them.
-OUTCOMES: Final = (PASSED, FAILED, SKIPPED, NOT_SUPPORTED)
+OUTCOMES: Final = (PASSED, FAILED, ERROR, SKIPPED, NOT_SUPPORTED)
 
 UNKNOWN: Final = "unknown"
 

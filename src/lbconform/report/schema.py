@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from lbconform.resources import data_dir
 
 SCHEMA_FILE = "conformance-report.v1alpha1.json"
-_LISTS = ("passed", "failed", "skipped", "notSupported")
+_LISTS = ("passed", "failed", "errors", "skipped", "notSupported")
 
 
 def schema_path() -> Path:

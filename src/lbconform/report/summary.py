@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 #: The outcome lists of a profile, in the order a summary shows them.
-OUTCOMES = (("passed", "passed"), ("failed", "failed"), ("skipped", "skipped"),
+OUTCOMES = (("passed", "passed"), ("failed", "failed"), ("errors", "errors"), ("skipped", "skipped"),
             ("notSupported", "not supported"))
 
 

@@ -11,7 +11,7 @@ import json
 from collections import Counter
 
 from lbconform.traffic.client import Client
-from lbconform.wait import WaitTimeout, await_convergence, poll_until
+from lbconform.wait import LbWaitTimeout, WaitTimeout, await_convergence, poll_until
 
 #: Consecutive successes that make a traffic check hold.
 SUCCESSES = 3
@@ -28,9 +28,10 @@ def wait_for_backends(client: Client, host: str, port: int, want: set[str], time
 
     try:
         poll_until(answered, timeout=timeout, interval=0.02, retry_on=(OSError,),
+                   timeout_error=LbWaitTimeout,
                    description=f"all {len(want)} backends to answer through {host}:{port}")
     except WaitTimeout as exc:
-        raise WaitTimeout(exc.description, exc.timeout, sorted(seen), exc.last_error) from None
+        raise type(exc)(exc.description, exc.timeout, sorted(seen), exc.last_error) from None
 
 
 def wait_for_reachable(client: Client, host: str, port: int, timeout: float) -> None:
@@ -40,6 +41,7 @@ def wait_for_reachable(client: Client, host: str, port: int, timeout: float) -> 
         return client.get(host, port).status == 200
 
     await_convergence(ok, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                      timeout_error=LbWaitTimeout,
                       description=f"{host}:{port} to answer")
 
 
@@ -54,6 +56,7 @@ def wait_for_unreachable(client: Client, host: str, port: int, timeout: float, a
         return False
 
     await_convergence(fails, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                      timeout_error=LbWaitTimeout,
                       description=f"{host}:{port} to refuse or drop new connections")
 
 
@@ -91,9 +94,10 @@ def wait_for_source_kept(client: Client, host: str, port: int, timeout: float) -
 
     try:
         await_convergence(kept, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                          timeout_error=LbWaitTimeout,
                           description=f"backends behind {host}:{port} to see the client's own address")
     except WaitTimeout as exc:
-        raise WaitTimeout(exc.description, exc.timeout, {"seen, sent from": last}, exc.last_error) from None
+        raise type(exc)(exc.description, exc.timeout, {"seen, sent from": last}, exc.last_error) from None
 
 
 def wait_for_health_check(client: Client, node_ip: str, port: int, namespace: str, service: str,
@@ -112,7 +116,8 @@ def wait_for_health_check(client: Client, node_ip: str, port: int, namespace: st
 
     try:
         await_convergence(as_expected, successes=SUCCESSES, timeout=timeout, interval=0.2,
+                          timeout_error=LbWaitTimeout,
                           description=f"{node_ip}:{port}/healthz to answer {want} with "
                                       f"localEndpoints={local_endpoints}")
     except WaitTimeout as exc:
-        raise WaitTimeout(exc.description, exc.timeout, last, exc.last_error) from None
+        raise type(exc)(exc.description, exc.timeout, last, exc.last_error) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lbconform.traffic.client import Client
-from lbconform.wait import WaitTimeout, poll_until
+from lbconform.wait import LbWaitTimeout, WaitTimeout, poll_until
 
 #: agnhost netexec's UDP server answers this command with the pod's hostname.
 HOSTNAME = "hostname"
@@ -38,7 +38,8 @@ class UdpFlow:
 
         try:
             return poll_until(answered, timeout=timeout, interval=0.2, retry_on=(OSError,),
+                              timeout_error=LbWaitTimeout,
                               description=f"the UDP flow from port {self.source_port} to "
                                           f"{self.host}:{self.port} to reach one of {sorted(names)}")
         except WaitTimeout as exc:
-            raise WaitTimeout(exc.description, exc.timeout, seen, exc.last_error) from None
+            raise type(exc)(exc.description, exc.timeout, seen, exc.last_error) from None

@@ -1,0 +1,124 @@
+"""Runs that do not end on their own: stopped by Ctrl-C or SIGTERM, a run ends within 30 s with
+130 or 143, the tests in flight end and what they made is gone, a lab the run booted is removed,
+and the report says the run was interrupted (the signal goes to the run's process group, as a
+terminal's Ctrl-C and a cancelled CI job send it). A run whose cluster goes away is an error,
+not a failure of the LB."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lbconform.kube.rawapi import RawApi, api_client
+from lbconform.lab import procs
+from lbconform.lab.cluster import Lab
+from lbconform.lab.netns import list_netns
+from tests.lab.runs import outcome
+
+pytestmark = pytest.mark.lab
+
+#: The issue's bound: from the signal to the run's exit.
+STOP_SECONDS = 30
+RUN_LABEL = "lbconform.io/run"
+
+
+def start_run(run_id: str, report_dir: Path, *args: str) -> subprocess.Popen[str]:
+    """``lbconform run --profile core`` in a process group of its own, as a shell starts a job."""
+    argv = [sys.executable, "-m", "lbconform.cli", "run", "--profile", "core", "-n", "2", "--run-id", run_id,
+            "--report-dir", str(report_dir), *args]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            process_group=0)
+
+
+def run_namespaces(lab: Lab, run_id: str) -> list[str]:
+    api = RawApi(api_client(lab.dir.kubeconfig))
+    found = api.get("/api/v1/namespaces", labelSelector=f"{RUN_LABEL}={run_id}")["items"]
+    return [n["metadata"]["name"] for n in found]
+
+
+def wait_for_tests_in_flight(lab: Lab, run_id: str, proc: subprocess.Popen[str], timeout: float) -> None:
+    """Until the run has namespaces of its own (its tests are making things), and 5 s more."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before it was interrupted"
+        try:
+            if lab.dir.kubeconfig.is_file() and run_namespaces(lab, run_id):
+                time.sleep(5)
+                return
+        except Exception:  # the lab the run boots is not answering yet
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"no namespace labelled {RUN_LABEL}={run_id} within {timeout}s")
+
+
+def interrupt_and_wait(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[str, str, float]:
+    os.killpg(proc.pid, sig)
+    sent = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"the run did not stop within {STOP_SECONDS}s of {sig.name}:\n"
+                             f"{err[-3000:]}") from None
+    return out, err, time.monotonic() - sent
+
+
+def assert_reported_interrupted(report_dir: Path) -> None:
+    doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
+    assert [p["result"] for p in doc["profiles"]] == ["interrupted"], doc["profiles"]
+    assert "| core | **interrupted** |" in (report_dir / "summary.md").read_text()
+
+
+@pytest.mark.lab_lifecycle
+def test_ctrl_c_stops_a_run_and_removes_the_lab_it_booted(no_lab: Lab, tmp_path: Path) -> None:
+    proc = start_run("sigint", tmp_path)
+    wait_for_tests_in_flight(no_lab, "sigint", proc, timeout=300)
+    out, err, took = interrupt_and_wait(proc, signal.SIGINT)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert proc.returncode == 130, outcome(result)
+    assert "SIGINT: ending the tests in flight" in err and "lab removed" in err, err[-3000:]
+    assert not no_lab.dir.exists() and list_netns() == set(), "the lab the run booted is still there"
+    assert_reported_interrupted(tmp_path)
+    print(f"stopped {took:.1f}s after SIGINT")
+
+
+def test_sigterm_stops_a_run_and_undoes_its_tests(lab: Lab, tmp_path: Path) -> None:
+    proc = start_run("sigterm", tmp_path)
+    wait_for_tests_in_flight(lab, "sigterm", proc, timeout=120)
+    out, err, took = interrupt_and_wait(proc, signal.SIGTERM)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert proc.returncode == 143, outcome(result)
+    assert run_namespaces(lab, "sigterm") == [], "the interrupted run left namespaces"
+    assert lab.dir.exists(), "a run must leave a lab it did not boot running"
+    assert_reported_interrupted(tmp_path)
+    print(f"stopped {took:.1f}s after SIGTERM")
+
+
+@pytest.mark.lab_lifecycle
+def test_a_cluster_that_goes_away_mid_run_is_an_error_not_a_failure(no_lab: Lab, tmp_path: Path) -> None:
+    """The lab's apiserver killed while the core profile runs: the tests that were to talk to it
+    break (errors), none fails, and the run says in one line that it says nothing about the LB."""
+    proc = start_run("gone", tmp_path, "--timeout", "namespace_delete=15s")
+    wait_for_tests_in_flight(no_lab, "gone", proc, timeout=300)
+    apiserver = no_lab.dir.read().processes["kube-apiserver"]
+    assert procs.signal_process(apiserver, signal.SIGKILL)
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert proc.returncode == 3, outcome(result)
+    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    core = doc["profiles"][0]
+    assert core["result"] == "error" and core["statistics"]["failed"] == 0, core
+    assert core["statistics"]["errors"] > 0
+    assert "no test failed, but some broke on the cluster" in err, err[-3000:]
