@@ -335,6 +335,14 @@ def test_chaos_run_completes_with_the_traffic_in_the_journal(tiny: Path, server:
         k: v for k, v in result.items() if k != "marks"}
 
 
+def test_chaos_run_takes_relative_paths_from_the_callers_directory(tiny: Path, server: int, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = run_experiment("tiny.json", timeout=120, workdir=Path("run"), variables={"service_port": server})
+    assert (run.status, run.deviated) == ("completed", False)
+    assert (tmp_path / "run" / "journal.json").is_file()
+
+
 def test_runner_refuses_a_variable_the_experiment_does_not_declare(tiny: Path) -> None:
     with pytest.raises(ExperimentError, match="no configuration 'failure_budget'"):
         run_experiment(str(tiny), variables={"failure_budget": 3})

@@ -118,13 +118,14 @@ def run_experiment(name: str, *, kubeconfig: str | Path | None = None,
     the parsed journal; raises ExperimentError when the run does not end within ``timeout``
     seconds or leaves no journal.
     """
-    path = experiment_path(name)
+    # chaos runs in ``work``: every path it is given is absolute, whatever the caller's directory.
+    path = experiment_path(name).resolve()
     declared = json.loads(path.read_text()).get("configuration", {})
     unknown = sorted(set(variables or {}) - set(declared))
     if unknown:
         raise ExperimentError(f"experiment {path.stem} has no configuration {unknown[0]!r}: "
                               f"it has {', '.join(sorted(declared))}")
-    work = workdir or Path(tempfile.mkdtemp(prefix=f"lbconform-chaos-{path.stem}-"))
+    work = (workdir or Path(tempfile.mkdtemp(prefix=f"lbconform-chaos-{path.stem}-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     variables = dict(variables or {})
     if "lbconform_state_dir" in declared:
@@ -132,7 +133,7 @@ def run_experiment(name: str, *, kubeconfig: str | Path | None = None,
     journal_path, log_path = work / "journal.json", work / "chaostoolkit.log"
     child_env = dict(os.environ if env is None else env)
     if kubeconfig is not None:
-        child_env["KUBECONFIG"] = str(Path(kubeconfig).expanduser())
+        child_env["KUBECONFIG"] = str(Path(kubeconfig).expanduser().resolve())
     argv = chaos_command(path, journal_path, log_path, variables)
     log.info("running experiment %s: %s", path.stem, " ".join(argv))
     with open(work / "chaos.out", "wb") as out:
