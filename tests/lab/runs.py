@@ -12,8 +12,9 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,17 @@ class ConcurrentRuns:
 
     def wait_all(self) -> None:
         self.pool.shutdown(wait=True)
+
+
+@contextmanager
+def selected_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, test: str,
+                  param: str, start: Callable[[str, Path], Result],
+                  parallel: int) -> Iterator[ConcurrentRuns]:
+    """The runs of the ``param`` values of ``test`` this session selected, ``parallel`` at a time,
+    each started with ``start``; waited for when the block ends."""
+    runs = ConcurrentRuns(tmp_path_factory.mktemp(f"{param}-runs"), selected_params(request, test, param),
+                          start, parallel)
+    try:
+        yield runs
+    finally:
+        runs.wait_all()

@@ -20,7 +20,7 @@ from fixtures.lab import LabSession
 from lbconform.features import Feature
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import DEFECTS
-from tests.lab.runs import ConcurrentRuns, Result, lbconform_run, outcome, selected_params
+from tests.lab.runs import ConcurrentRuns, Result, lbconform_run, outcome, selected_runs
 
 pytestmark = pytest.mark.lab
 
@@ -97,12 +97,9 @@ def run_row(defect: str, report_dir: Path) -> Result:
 def rows(lab_session: LabSession, request: pytest.FixtureRequest,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns]:
     lab_session.ensure_up()
-    selected = selected_params(request, "test_suite_catches_defect", "defect")
-    runs = ConcurrentRuns(tmp_path_factory.mktemp("defect-rows"), selected, run_row, PARALLEL_ROWS)
-    try:
+    with selected_runs(request, tmp_path_factory, "test_suite_catches_defect", "defect", run_row,
+                       PARALLEL_ROWS) as runs:
         yield runs
-    finally:
-        runs.wait_all()
 
 
 @pytest.mark.parametrize("defect", sorted(DEFECT_SUITES))
