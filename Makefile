@@ -19,8 +19,13 @@ ALLURE         := $(ALLURE_DIR)/node_modules/.bin/allure
 run: setup
 	$(BIN)/lbconform run
 
+# The lab tests, then the unit tests in two processes (they share nothing, and the lab tests wait
+# more than they compute); both run whatever the first's result, and either failing fails.
 test: setup
-	$(BIN)/pytest tests -p no:cacheprovider --durations=25
+	@status=0; \
+	$(BIN)/pytest tests/lab -p no:cacheprovider --durations=25 || status=$$?; \
+	$(BIN)/pytest tests/unit -p no:cacheprovider -n 2 --durations=10 || status=$$?; \
+	exit $$status
 
 setup: debs python binaries allure
 

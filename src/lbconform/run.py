@@ -249,6 +249,8 @@ def run(opts: RunOptions, say: Say) -> int:
     with Interrupt(say, hint) as interrupt:
         try:
             code = _pytest(pytest_argv(opts), opts.report_dir.resolve(), say, interrupt)
+            if interrupt.signal is not None and not interrupt.killed and (lab is None or opts.keep_lab):
+                undo(opts, say)
         finally:
             if lab is not None and not opts.keep_lab and not interrupt.killed:
                 lab.down()
@@ -264,6 +266,34 @@ def run(opts: RunOptions, say: Say) -> int:
             "the run says nothing about the load balancer (see the errors in the report)")
         return EXIT_ERRORS
     return {PYTEST_OK: 0, PYTEST_FAILED: 1}.get(code, 2)
+
+
+#: How long an interrupted run waits for its namespaces to be gone (the whole stop has 30 s).
+UNDO_SECONDS = 20.0
+
+
+def undo(opts: RunOptions, say: Say) -> None:
+    """After an interrupt: whatever the tests in flight left (pytest-xdist ends its workers
+    without waiting for their teardown) is swept by the run's label and waited for."""
+    from lbconform.kube.rawapi import RawApi, api_client
+    from lbconform.kube.sweeper import sweep
+    from lbconform.lab.state import LabDir
+    from lbconform.wait import poll_until
+
+    assert opts.run_id is not None
+    kubeconfig = Path(opts.kubeconfig).expanduser() if opts.kubeconfig else LabDir().kubeconfig
+    try:
+        api = RawApi(api_client(kubeconfig, opts.context))
+        swept = sweep(api, run_id=opts.run_id)
+        selector = f"lbconform.io/run={opts.run_id}"
+        poll_until(lambda: not api.get("/api/v1/namespaces", labelSelector=selector)["items"],
+                   timeout=UNDO_SECONDS, interval=0.5,
+                   description=f"namespaces labelled {selector} to be gone")
+    except Exception as exc:  # the cluster may be what went wrong; WaitTimeout says what it saw
+        say(f"could not undo everything the run made ({exc}): `lbconform sweep --run-id {opts.run_id}`")
+        return
+    say(f"undone: namespaces and node changes of run {opts.run_id} are gone"
+        + (f" (swept {len(swept.namespaces)} left behind)" if swept.namespaces else ""))
 
 
 def only_errors(report_dir: Path) -> bool:

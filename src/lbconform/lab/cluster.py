@@ -168,7 +168,9 @@ class Lab:
         try:
             self._boot(state, nodes, report)
         except BaseException as exc:
-            self.progress(f"lab up failed: {exc}; tearing down what was started")
+            # Saying so may fail too (a closed pipe): it must not keep the half-made lab.
+            with contextlib.suppress(Exception):
+                self.progress(f"lab up failed: {exc}; tearing down what was started")
             with contextlib.suppress(Exception):
                 self.down()
             raise
