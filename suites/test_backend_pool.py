@@ -23,7 +23,9 @@ def record_lags(measure: Measure, name: str, lags: Lags, lb: LoadBalancer) -> No
     assert values, "no pool change was observed"
     for label, q in (("p50", 50), ("p95", 95), ("max", 100)):
         measure(f"{name}_{label}", percentile(values, q), "s", declared=None)
-    assert max(values) <= lb.target.timeouts.endpoint_lag
+    assert max(values) <= lb.target.timeouts.endpoint_lag, (
+        f"a pool change took {max(values):.2f}s, beyond endpoint_lag {lb.target.timeouts.endpoint_lag:g}s: "
+        f"added {lags.added}, removed {lags.removed}")
 
 
 def follow_scale(lb: LoadBalancer, backends: Workload, replicas: int) -> Lags:

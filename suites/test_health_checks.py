@@ -10,10 +10,12 @@ import pytest
 from fixtures.harness import MakeBackends, MakeService, Measure, NodeMarker
 from lbconform.features import Feature
 from lbconform.kube import tweaks
+from lbconform.lb import OBSERVE_INTERVAL
 from lbconform.providers.base import Declared, Provider
 from lbconform.target import Target
 from lbconform.traffic import checks
 from lbconform.traffic.client import Client
+from lbconform.wait import Bound
 
 HC, LOCAL, CLUSTER = (Feature.HEALTH_CHECK_TRANSITIONS, Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL,
                       Feature.EXTERNAL_TRAFFIC_POLICY_CLUSTER)
@@ -29,10 +31,12 @@ CONNECTIONS = 20
 VICTIM = "terminating-backend"
 
 
-def allowed(declared: Declared, transition: float) -> float:
+def allowed(declared: Declared, transition: float, name: str) -> Bound:
     """The most a transition may take: the declared checks, one more interval for the phase of
-    the check cycle and a check's own timeout, and kube-proxy's lag."""
-    return transition + declared.health_check_interval + KUBE_PROXY_LAG
+    the check cycle and a check's own timeout, kube-proxy's lag, and the resolution at which the
+    harness sees the transition end."""
+    return Bound(((f"declared {name}", transition), ("one check interval", declared.health_check_interval),
+                  ("kube-proxy's sync lag", KUBE_PROXY_LAG), ("the observers' poll", OBSERVE_INTERVAL)))
 
 
 @pytest.mark.features(HC, LOCAL)
@@ -48,7 +52,8 @@ def test_unhealthy_after_last_local_endpoint_gone(make_backends: MakeBackends, m
     gone_at, left = lb.wait_for_endpoint_nodes(1)
     unhealthy_at = lb.wait_for_healthy(lb.node_ips(left))
     measure("time_to_unhealthy", unhealthy_at - gone_at, "s", declared=declared.time_to_unhealthy)
-    assert unhealthy_at - gone_at <= allowed(declared, declared.time_to_unhealthy)
+    bound = allowed(declared, declared.time_to_unhealthy, "time to unhealthy")
+    assert unhealthy_at - gone_at <= bound.total, f"took {unhealthy_at - gone_at:.2f}s, allowed {bound}"
 
 
 @pytest.mark.features(HC, LOCAL)
@@ -64,7 +69,8 @@ def test_healthy_after_new_local_endpoint_ready(make_backends: MakeBackends, mak
     ready_at, nodes = lb.wait_for_endpoint_nodes(2, lb.target.timeouts.rollout)
     healthy_at = lb.wait_for_healthy(lb.node_ips(nodes))
     measure("time_to_healthy", healthy_at - ready_at, "s", declared=declared.time_to_healthy)
-    assert healthy_at - ready_at <= allowed(declared, declared.time_to_healthy)
+    bound = allowed(declared, declared.time_to_healthy, "time to healthy")
+    assert healthy_at - ready_at <= bound.total, f"took {healthy_at - ready_at:.2f}s, allowed {bound}"
 
 
 @pytest.mark.features(HC, LOCAL)
@@ -113,4 +119,5 @@ def test_node_to_be_deleted_leaves_cluster_policy_pool(make_backends: MakeBacken
     unhealthy_at = lb.wait_for_healthy(lb.node_ips() - lb.node_ips({node}))
     measure("time_to_unhealthy_node_deleted", unhealthy_at - tainted_at, "s",
             declared=declared.time_to_unhealthy)
-    assert unhealthy_at - tainted_at <= allowed(declared, declared.time_to_unhealthy)
+    bound = allowed(declared, declared.time_to_unhealthy, "time to unhealthy")
+    assert unhealthy_at - tainted_at <= bound.total, f"took {unhealthy_at - tainted_at:.2f}s, allowed {bound}"

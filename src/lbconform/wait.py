@@ -60,6 +60,21 @@ class NotYet:
         return repr(self.seen)
 
 
+@dataclass(frozen=True)
+class Bound:
+    """An upper bound on a duration, made of named parts, so that an assertion against it says
+    what it allowed for: ``6.1s = declared time to unhealthy 4s + one check interval 2s + ...``."""
+
+    parts: tuple[tuple[str, float], ...]
+
+    @property
+    def total(self) -> float:
+        return sum(seconds for _, seconds in self.parts)
+
+    def __str__(self) -> str:
+        return f"{self.total:g}s = " + " + ".join(f"{name} {seconds:g}s" for name, seconds in self.parts)
+
+
 @dataclass
 class Deadline:
     """A point on the monotonic clock."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lbconform.kube.rawapi import ApiError
-from lbconform.wait import LbWaitTimeout, NotYet, WaitTimeout, await_convergence, poll_until
+from lbconform.wait import Bound, LbWaitTimeout, NotYet, WaitTimeout, await_convergence, poll_until
 
 
 class FakeClock:
@@ -106,3 +106,9 @@ def test_a_wait_for_the_lb_whose_last_look_broke_on_the_cluster_api_is_no_verdic
     with pytest.raises(LbWaitTimeout):
         poll_until(refused, timeout=2, description="backends through the VIP", interval=1, clock=clock,
                    sleep=clock.sleep, retry_on=(OSError,), timeout_error=LbWaitTimeout)
+
+
+def test_a_bound_says_what_it_allowed_for() -> None:
+    bound = Bound((("declared time to unhealthy", 4.0), ("one check interval", 2.0), ("the poll", 0.1)))
+    assert bound.total == pytest.approx(6.1)
+    assert str(bound) == "6.1s = declared time to unhealthy 4s + one check interval 2s + the poll 0.1s"
