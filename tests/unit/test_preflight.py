@@ -81,3 +81,16 @@ def test_a_context_the_kubeconfig_lacks_is_named(tmp_path: Path) -> None:
     (tmp_path / "kc").write_text(CLOSED_PORT_KUBECONFIG)
     done = lbconform("run", "--provider", "generic", "--kubeconfig", "kc", "--context", "nope", cwd=tmp_path)
     assert done.returncode == 2 and "nope" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-n", "999"], r"-n 999: at most \d+ test processes on this machine"),
+    (["--report-dir", "/proc/nope"], "--report-dir /proc/nope: cannot write there"),
+])
+def test_bad_run_options_are_refused_before_the_cluster_is_asked(tmp_path: Path, args: list[str],
+                                                                  message: str) -> None:
+    (tmp_path / "kc").write_text(CLOSED_PORT_KUBECONFIG)
+    done = lbconform("run", "--provider", "generic", "--kubeconfig", "kc", *args, cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and re.search(message, lines[0]), lines
+    assert "127.0.0.1:1" not in lines[0] and not (tmp_path / "reports").exists()
