@@ -172,11 +172,7 @@ class Interrupt:
         self.child = subprocess.Popen(argv, process_group=0, **popen)
         if self.signal is not None:  # a signal came while the child was being started
             os.killpg(self.child.pid, signal.SIGINT)
-        while True:
-            try:
-                return self.child.wait()
-            except InterruptedError:  # pragma: no cover (PEP 475 retries; kept for clarity)
-                continue
+        return self.child.wait()
 
 
 def _pytest(argv: list[str], report_dir: Path, say: Say, interrupt: Interrupt) -> int:
@@ -200,12 +196,18 @@ def _pytest(argv: list[str], report_dir: Path, say: Say, interrupt: Interrupt) -
     return code
 
 
-def summary(report_dir: Path) -> list[str]:
-    """One line per profile from the conformance report, for the terminal."""
+def read_report(report_dir: Path) -> dict[str, Any] | None:
+    """The run's conformance report, or None when none was written."""
     path = report_dir / "conformance-report.yaml"
-    if not path.is_file():
+    doc: dict[str, Any] | None = yaml.safe_load(path.read_text()) if path.is_file() else None
+    return doc
+
+
+def summary(report_dir: Path, doc: dict[str, Any] | None) -> list[str]:
+    """One line per profile from the conformance report ``doc``, for the terminal."""
+    path = report_dir / "conformance-report.yaml"
+    if doc is None:
         return [f"no conformance report was written ({path})"]
-    doc = yaml.safe_load(path.read_text())
     lines = []
     for profile in doc.get("profiles", []):
         st = profile["statistics"]
@@ -227,14 +229,13 @@ def run(opts: RunOptions, say: Say) -> int:
         else:
             from lbconform.lab.cluster import Lab
 
-            lab = Lab(progress=say)
-            if lab.dir.exists():
+            existing = Lab(progress=say)
+            if existing.dir.exists():
                 say("using the running lab as it is (its LB defects included); it stays running")
-                running, lab = lab, None
-                preflight.check_cluster(running.dir.kubeconfig, None)
+                preflight.check_cluster(existing.dir.kubeconfig, None)
             else:
-                report = lab.up()
-                say(f"lab booted in {report.total:.1f}s")
+                lab = existing
+                say(f"lab booted in {lab.up().total:.1f}s")
     except UsageError:
         preflight.undo(made)
         raise
@@ -250,18 +251,19 @@ def run(opts: RunOptions, say: Say) -> int:
         try:
             code = _pytest(pytest_argv(opts), opts.report_dir.resolve(), say, interrupt)
             if interrupt.signal is not None and not interrupt.killed and (lab is None or opts.keep_lab):
-                undo(opts, say)
+                sweep_interrupted(opts, say)
         finally:
             if lab is not None and not opts.keep_lab and not interrupt.killed:
                 lab.down()
                 say("lab removed")
-    for line in summary(opts.report_dir.resolve()):
+    doc = read_report(opts.report_dir.resolve())
+    for line in summary(opts.report_dir.resolve(), doc):
         say(line)
     if interrupt.signal is not None:
         return interrupt.exit_code
     if code == PYTEST_NO_TESTS:
         raise UsageError("no test was selected: check --profile, --features and any -k expression")
-    if code == PYTEST_FAILED and only_errors(opts.report_dir.resolve()):
+    if code == PYTEST_FAILED and only_errors(doc):
         say("no test failed, but some broke on the cluster, the network to it, the lab or the harness: "
             "the run says nothing about the load balancer (see the errors in the report)")
         return EXIT_ERRORS
@@ -272,11 +274,11 @@ def run(opts: RunOptions, say: Say) -> int:
 UNDO_SECONDS = 20.0
 
 
-def undo(opts: RunOptions, say: Say) -> None:
+def sweep_interrupted(opts: RunOptions, say: Say) -> None:
     """After an interrupt: whatever the tests in flight left (pytest-xdist ends its workers
     without waiting for their teardown) is swept by the run's label and waited for."""
     from lbconform.kube.rawapi import RawApi, api_client
-    from lbconform.kube.sweeper import sweep
+    from lbconform.kube.sweeper import run_selector, sweep
     from lbconform.lab.state import LabDir
     from lbconform.wait import poll_until
 
@@ -285,7 +287,7 @@ def undo(opts: RunOptions, say: Say) -> None:
     try:
         api = RawApi(api_client(kubeconfig, opts.context))
         swept = sweep(api, run_id=opts.run_id)
-        selector = f"lbconform.io/run={opts.run_id}"
+        selector = run_selector(opts.run_id)
         poll_until(lambda: not api.get("/api/v1/namespaces", labelSelector=selector)["items"],
                    timeout=UNDO_SECONDS, interval=0.5,
                    description=f"namespaces labelled {selector} to be gone")
@@ -296,10 +298,7 @@ def undo(opts: RunOptions, say: Say) -> None:
         + (f" (swept {len(swept.namespaces)} left behind)" if swept.namespaces else ""))
 
 
-def only_errors(report_dir: Path) -> bool:
+def only_errors(doc: dict[str, Any] | None) -> bool:
     """Whether the run's report has errors and no failure."""
-    path = report_dir / "conformance-report.yaml"
-    if not path.is_file():
-        return False
-    results = {p.get("result") for p in (yaml.safe_load(path.read_text()) or {}).get("profiles", [])}
+    results = {p.get("result") for p in (doc or {}).get("profiles", [])}
     return "error" in results and "failure" not in results

@@ -15,18 +15,29 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import HTTPError
 
-from lbconform.kube.rawapi import RawApi, api_client
+from lbconform.kube.rawapi import ApiError, RawApi, api_client
+from lbconform.kube.sweeper import run_selector
 from lbconform.lab import procs
 from lbconform.lab.cluster import Lab
 from lbconform.lab.netns import list_netns
+from lbconform.wait import poll_until
 from tests.lab.runs import outcome
 
 pytestmark = pytest.mark.lab
 
 #: The issue's bound: from the signal to the run's exit.
 STOP_SECONDS = 30
-RUN_LABEL = "lbconform.io/run"
+#: A core run whose apiserver is gone ends on its own within this (its waits run out one by one).
+GONE_RUN_SECONDS = 600
+#: How long the signal comes after the run's first namespace: its tests are then mid-wait.
+IN_FLIGHT_SECONDS = 5
+
+
+class RunEnded(Exception):
+    """The run under test ended on its own before the test could stop it."""
 
 
 def start_run(run_id: str, report_dir: Path, *args: str) -> subprocess.Popen[str]:
@@ -39,26 +50,31 @@ def start_run(run_id: str, report_dir: Path, *args: str) -> subprocess.Popen[str
 
 def run_namespaces(lab: Lab, run_id: str) -> list[str]:
     api = RawApi(api_client(lab.dir.kubeconfig))
-    found = api.get("/api/v1/namespaces", labelSelector=f"{RUN_LABEL}={run_id}")["items"]
+    found = api.get("/api/v1/namespaces", labelSelector=run_selector(run_id))["items"]
     return [n["metadata"]["name"] for n in found]
 
 
 def wait_for_tests_in_flight(lab: Lab, run_id: str, proc: subprocess.Popen[str], timeout: float) -> None:
-    """Until the run has namespaces of its own (its tests are making things), and 5 s more."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the run ended before it was interrupted"
-        try:
-            if lab.dir.kubeconfig.is_file() and run_namespaces(lab, run_id):
-                time.sleep(5)
-                return
-        except Exception:  # the lab the run boots is not answering yet
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"no namespace labelled {RUN_LABEL}={run_id} within {timeout}s")
+    """Until the run has namespaces of its own (its tests are making things), then IN_FLIGHT_SECONDS
+    more, so that the signal meets tests inside their waits rather than at their start."""
+
+    def in_flight() -> bool:
+        if proc.poll() is not None:
+            raise RunEnded(f"the run ended ({proc.returncode}) before it was interrupted")
+        return lab.dir.kubeconfig.is_file() and bool(run_namespaces(lab, run_id))
+
+    # Until the lab the run boots answers, its kubeconfig is absent or its apiserver refuses.
+    poll_until(in_flight, timeout=timeout, interval=0.5, retry_on=(ConfigException, ApiError, HTTPError),
+               description=f"namespaces labelled {run_selector(run_id)}")
+    time.sleep(IN_FLIGHT_SECONDS)
 
 
-def interrupt_and_wait(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[str, str, float]:
+def stop_run(lab: Lab, run_id: str, report_dir: Path, sig: signal.Signals,
+             timeout: float) -> tuple[subprocess.CompletedProcess[str], float]:
+    """A core run started, let its tests get in flight, then ``sig`` to its process group: how it
+    ended, and how long after the signal."""
+    proc = start_run(run_id, report_dir)
+    wait_for_tests_in_flight(lab, run_id, proc, timeout)
     os.killpg(proc.pid, sig)
     sent = time.monotonic()
     try:
@@ -68,7 +84,7 @@ def interrupt_and_wait(proc: subprocess.Popen[str], sig: signal.Signals) -> tupl
         out, err = proc.communicate()
         raise AssertionError(f"the run did not stop within {STOP_SECONDS}s of {sig.name}:\n"
                              f"{err[-3000:]}") from None
-    return out, err, time.monotonic() - sent
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - sent
 
 
 def assert_reported_interrupted(report_dir: Path) -> None:
@@ -79,23 +95,18 @@ def assert_reported_interrupted(report_dir: Path) -> None:
 
 @pytest.mark.lab_lifecycle
 def test_ctrl_c_stops_a_run_and_removes_the_lab_it_booted(no_lab: Lab, tmp_path: Path) -> None:
-    proc = start_run("sigint", tmp_path)
-    wait_for_tests_in_flight(no_lab, "sigint", proc, timeout=300)
-    out, err, took = interrupt_and_wait(proc, signal.SIGINT)
-    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    assert proc.returncode == 130, outcome(result)
-    assert "SIGINT: ending the tests in flight" in err and "lab removed" in err, err[-3000:]
+    result, took = stop_run(no_lab, "sigint", tmp_path, signal.SIGINT, timeout=300)
+    assert result.returncode == 130, outcome(result)
+    assert "SIGINT: ending the tests in flight" in result.stderr, outcome(result)
+    assert "lab removed" in result.stderr, outcome(result)
     assert not no_lab.dir.exists() and list_netns() == set(), "the lab the run booted is still there"
     assert_reported_interrupted(tmp_path)
     print(f"stopped {took:.1f}s after SIGINT")
 
 
 def test_sigterm_stops_a_run_and_undoes_its_tests(lab: Lab, tmp_path: Path) -> None:
-    proc = start_run("sigterm", tmp_path)
-    wait_for_tests_in_flight(lab, "sigterm", proc, timeout=120)
-    out, err, took = interrupt_and_wait(proc, signal.SIGTERM)
-    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    assert proc.returncode == 143, outcome(result)
+    result, took = stop_run(lab, "sigterm", tmp_path, signal.SIGTERM, timeout=120)
+    assert result.returncode == 143, outcome(result)
     assert run_namespaces(lab, "sigterm") == [], "the interrupted run left namespaces"
     assert lab.dir.exists(), "a run must leave a lab it did not boot running"
     assert_reported_interrupted(tmp_path)
@@ -111,7 +122,7 @@ def test_a_cluster_that_goes_away_mid_run_is_an_error_not_a_failure(no_lab: Lab,
     apiserver = no_lab.dir.read().processes["kube-apiserver"]
     assert procs.signal_process(apiserver, signal.SIGKILL)
     try:
-        out, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=GONE_RUN_SECONDS)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

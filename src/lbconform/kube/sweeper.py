@@ -38,7 +38,8 @@ def _age_seconds(obj: Json, now: float) -> float:
         return 0.0
 
 
-def _selector(run_id: str | None) -> str:
+def run_selector(run_id: str | None) -> str:
+    """The label selector of one run's objects (every run's, without an id)."""
     return f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
 
 
@@ -92,7 +93,7 @@ def sweep(api: RawApi, run_id: str | None = None, older_than: float = 0.0) -> Sw
     undo its node changes; returns what it removed. Waiting for the deletions is the caller's."""
     now = time.time()
     result = SweepResult()
-    for ns in api.get("/api/v1/namespaces", labelSelector=_selector(run_id)).get("items", []):
+    for ns in api.get("/api/v1/namespaces", labelSelector=run_selector(run_id)).get("items", []):
         name = ns["metadata"]["name"]
         if run_id is None and _age_seconds(ns, now) < older_than:
             continue
@@ -104,7 +105,7 @@ def sweep(api: RawApi, run_id: str | None = None, older_than: float = 0.0) -> Sw
         except ApiError as exc:
             if exc.status != 404:
                 raise
-    for node in api.get("/api/v1/nodes", labelSelector=_selector(run_id)).get("items", []):
+    for node in api.get("/api/v1/nodes", labelSelector=run_selector(run_id)).get("items", []):
         restore_node(api, node["metadata"]["name"])
         result.nodes.append(node["metadata"]["name"])
     log.info("swept namespaces %s, nodes %s", result.namespaces, result.nodes)
