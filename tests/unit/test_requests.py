@@ -8,7 +8,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from lbconform.traffic.requests import KEEP_ALIVE, NEW_CONNECTION, OK, REFUSED, WRONG, RequestLoop
+from lbconform.traffic.requests import (
+    KEEP_ALIVE,
+    NEW_CONNECTION,
+    OK,
+    PORT_TRIES,
+    REFUSED,
+    TIMEOUT,
+    WRONG,
+    RequestLoop,
+    UnansweredPorts,
+    fresh_socket,
+)
 from tests.unit.backend import NAME, serving
 
 
@@ -42,3 +53,51 @@ def test_start_and_stop_around_something_else(server: int) -> None:
     threading.Event().wait(0.3)
     result = loop.stop()
     assert 20 <= result.sent <= 45 and result.failed == 0
+
+
+def test_an_unanswered_attempt_names_its_source_port_and_is_held() -> None:
+    """A listener whose accept queue is full drops SYNs: every attempt times out, and each
+    failure names the source port the loop will not use again while conntrack may map it."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)):
+            result = RequestLoop("127.0.0.1", port, timeout=0.3).run(rate=10, seconds=0.5)
+    assert result.outcomes == {TIMEOUT: 5}
+    ports = [int(f.detail.rsplit("from port ", 1)[1].rstrip(")")) for f in result.failures]
+    assert len(set(ports)) == 5 and all(p > 0 for p in ports)
+
+
+def test_held_ports_expire_with_conntrack() -> None:
+    held = UnansweredPorts(seconds=120.0)
+    assert not held
+    held.add(40000, now=10.0)
+    assert held and held.holds(40000, now=129.9) and not held.holds(40001, now=11.0)
+    assert not held.holds(40000, now=130.0) and not held
+
+
+class _HoldsFirstOffers(UnansweredPorts):
+    """Holds the first ``n`` ports it is asked about, whatever they are."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.add(0, now=0.0)  # non-empty, so the socket is bound and checked
+        self.n = n
+        self.refused: list[int] = []
+
+    def holds(self, port: int, now: float) -> bool:
+        if len(self.refused) < self.n:
+            self.refused.append(port)
+            return True
+        return False
+
+
+def test_a_fresh_socket_never_gets_a_held_port() -> None:
+    held = _HoldsFirstOffers(3)
+    with fresh_socket(socket.AF_INET, held) as sock:
+        assert sock.getsockname()[1] not in held.refused and len(held.refused) == 3
+    with fresh_socket(socket.AF_INET, UnansweredPorts()) as unbound:
+        assert unbound.getsockname()[1] == 0
+    with pytest.raises(OSError, match="no fresh source port"):
+        fresh_socket(socket.AF_INET, _HoldsFirstOffers(PORT_TRIES))

@@ -13,16 +13,26 @@ can feed a timeline.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from lbconform.traffic.loopthread import LoopThread
 
 OK, RESET, REFUSED, TIMEOUT, CLOSED, WRONG = "ok", "reset", "refused", "timeout", "closed", "wrong-answer"
 NEW_CONNECTION, KEEP_ALIVE = "new-connection", "keep-alive"
+
+#: How long a NAT box on the path (kube-proxy's nodes, a load balancer) keeps the conntrack entry
+#: of an unanswered SYN, and so keeps sending that 4-tuple where it first sent it: the Linux
+#: default of nf_conntrack_tcp_timeout_syn_sent. A source port whose attempt went unanswered
+#: is not used again for this long plus the attempt's own timeout.
+STALE_SYN_SECONDS = 120.0
+#: Fresh source ports tried before a connection gives up on finding one.
+PORT_TRIES = 16
 
 #: How a request ended, and how it is told apart.
 Check = Callable[[int, str], bool]
@@ -64,6 +74,62 @@ def _kind_of(exc: BaseException) -> str:
     return CLOSED
 
 
+class UnansweredPorts:
+    """Source ports whose connection attempt went unanswered, kept until conntrack has forgotten them.
+
+    A client that makes many connections from one address gets its source ports from the
+    kernel, which may hand back, seconds later, the port of an attempt that timed out. The
+    4-tuple then matches the unanswered SYN's conntrack entry on whatever box did the NAT, and
+    goes where that SYN went: to a backend that has since gone (kubernetes/kubernetes#101607).
+    That is the client's port choice, not the load balancer's behaviour, so the loop never
+    reuses such a port while the entry can live: the implementation is measured with fresh
+    flows, as a crowd of clients would send them.
+    """
+
+    def __init__(self, seconds: float = STALE_SYN_SECONDS) -> None:
+        self.seconds = seconds
+        self._until: dict[int, float] = {}
+
+    def add(self, port: int, now: float) -> None:
+        self._until[port] = now + self.seconds
+
+    def holds(self, port: int, now: float) -> bool:
+        """Whether ``port`` must not be used yet (entries past their time are dropped)."""
+        for p in [p for p, until in self._until.items() if until <= now]:
+            del self._until[p]
+        return port in self._until
+
+    def __bool__(self) -> bool:
+        return bool(self._until)
+
+
+def fresh_socket(family: socket.AddressFamily, unanswered: UnansweredPorts) -> socket.socket:
+    """A non-blocking TCP socket; once some attempt went unanswered, bound to a source port that
+    is not one of those (otherwise unbound: connect lets the kernel pick, as usual)."""
+    for _ in range(PORT_TRIES):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        if not unanswered:
+            return sock
+        try:
+            sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", 0))
+            if not unanswered.holds(_local_port(sock), time.monotonic()):
+                return sock
+        except OSError:
+            sock.close()
+            raise
+        sock.close()
+    raise OSError(f"no fresh source port in {PORT_TRIES} tries")
+
+
+def _local_port(sock: socket.socket | None) -> int:
+    """The source port a socket was given (0 when it has none, or is closed)."""
+    try:
+        return int(sock.getsockname()[1]) if sock is not None else 0
+    except OSError:
+        return 0
+
+
 async def read_response(reader: asyncio.StreamReader) -> tuple[int, str]:
     """One HTTP/1.1 response with a Content-Length (what agnhost sends): (status, body)."""
     head = await reader.readuntil(b"\r\n\r\n")
@@ -96,6 +162,8 @@ class RequestLoop:
         self.on_outcome = on_outcome
         self.result = LoopResult()
         self._netns = netns
+        self._resolved: tuple[socket.AddressFamily, tuple[Any, ...]] | None = None
+        self._unanswered = UnansweredPorts()
         self._idle: list[_Conn] = []
         self._stop: asyncio.Event | None = None
         self._thread: LoopThread | None = None
@@ -182,17 +250,25 @@ class RequestLoop:
         started = time.monotonic()
         at = time.time()
         conn: _Conn | None = None
+        opened: list[socket.socket] = []
         try:
-            conn = await asyncio.wait_for(self._connection(), self.timeout)
+            conn = await asyncio.wait_for(self._connection(opened), self.timeout)
             close = "close" if self.variant == NEW_CONNECTION else "keep-alive"
             conn.writer.write(f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\nConnection: {close}\r\n\r\n"
                               .encode())
             await conn.writer.drain()
             status, body = await asyncio.wait_for(read_response(conn.reader), self.timeout)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+            port = _local_port(conn.writer.get_extra_info("socket") if conn is not None
+                               else opened[0] if opened else None)
             if conn is not None:
                 conn.writer.close()
-            self._record(_kind_of(exc), at, f"{type(exc).__name__}: {exc}")
+            elif port:
+                self._unanswered.add(port, time.monotonic() + self.timeout)
+            for sock in opened if conn is None else []:
+                sock.close()
+            self._record(_kind_of(exc), at, f"{type(exc).__name__}: {exc}" + (f" (from port {port})"
+                                                                               if port else ""))
             return
         if self.variant == KEEP_ALIVE:
             self._idle.append(conn)
@@ -205,11 +281,23 @@ class RequestLoop:
         self.result.backends[body.strip()] += 1
         self._record(OK, at, "")
 
-    async def _connection(self) -> _Conn:
+    async def _connection(self, opened: list[socket.socket]) -> _Conn:
+        """A pooled connection, or a new one whose socket is put in ``opened`` before it
+        connects, so a failed attempt can still name its source port."""
         if self.variant == KEEP_ALIVE and self._idle:
             return self._idle.pop()
-        reader, writer = await asyncio.open_connection(self.host, self.port)
+        family, address = self._address()
+        sock = fresh_socket(family, self._unanswered)
+        opened.append(sock)
+        await asyncio.get_running_loop().sock_connect(sock, address)
+        reader, writer = await asyncio.open_connection(sock=sock)
         return _Conn(reader, writer)
+
+    def _address(self) -> tuple[socket.AddressFamily, tuple[Any, ...]]:
+        if self._resolved is None:
+            family, _, _, _, address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
+            self._resolved = (family, address)
+        return self._resolved
 
     def _record(self, kind: str, at: float, detail: str) -> None:
         self.result.outcomes[kind] += 1
