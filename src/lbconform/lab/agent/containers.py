@@ -68,6 +68,9 @@ class Container:
         self.probes: dict[str, ProbeWorker] = {}
         self.killing = False
         self.lock = threading.Lock()
+        #: This run's log and the run's before (``kubectl logs --previous``).
+        self.log_path: Path | None = None
+        self.previous_log: Path | None = None
         #: When a shortened grace period runs out (monotonic), once one was given.
         self._cut_at: float | None = None
 
@@ -109,18 +112,18 @@ class Container:
         return out
 
     # --- lifecycle ---------------------------------------------------------------------
-    def start(self, netns: str | None, hostname: str, env: Mapping[str, str], log_path: Path) -> None:
+    def start(self, netns: str | None, argv: list[str], env: Mapping[str, str], log_path: Path) -> None:
+        """Start ``argv`` (the program wrapped in its root, ``rootfs.container_argv``) in the pod's
+        network namespace; this run's output goes to ``log_path`` and the last run's stays."""
         assert self.program is not None
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        # A UTS namespace of its own gives the container its pod's hostname, which is what
-        # agnhost's /hostname answers; the shell execs, so the pid stays the program's.
-        argv = ["unshare", "--uts", "--", "sh", "-c",
-                'echo "$0" > /proc/sys/kernel/hostname && exec "$@"', hostname, *self.program.argv]
+        if self.log_path is not None and self.log_path != log_path:
+            self.previous_log = self.log_path
+        self.log_path = log_path
         with open(log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 in_netns(netns, argv), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True,
-                cwd=self.spec.get("workingDir") or "/",
+                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True, cwd="/",
             )
         self.exit_code = None
         self.exit_reason = ""

@@ -21,10 +21,13 @@ from lbconform.kube.informer import Informer
 from lbconform.kube.rawapi import ApiError, Json, RawApi, api_client
 from lbconform.lab import build, controlplane
 from lbconform.lab import topology as topo
+from lbconform.lab.agent.envsources import NodeResources
 from lbconform.lab.agent.ipam import PodIPAM
 from lbconform.lab.agent.node import NodeHeart, announce_pod_cidr
+from lbconform.lab.agent.objects import ObjectCache
 from lbconform.lab.agent.pods import PodWorker
 from lbconform.lab.agent.sandbox import destroy_recorded
+from lbconform.lab.agent.tokens import TokenManager
 from lbconform.lab.state import LabDir
 
 log = logging.getLogger("lbconform.lab.agent")
@@ -48,6 +51,10 @@ class Agent:
         self.workers: dict[str, PodWorker] = {}
         self.lock = threading.Lock()
         self.ipam: PodIPAM
+        #: What pods' volumes and env read: their objects, tokens, and the node's allocatable.
+        self.objects = ObjectCache(self.api)
+        self.tokens = TokenManager(self.api)
+        self.resources = NodeResources.of_machine()
 
     # --- used by pod workers -----------------------------------------------------------
     def forget(self, uid: str) -> None:

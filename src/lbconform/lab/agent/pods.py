@@ -9,18 +9,18 @@ removes the pod with a zero grace period, the kubelet's final delete.
 from __future__ import annotations
 
 import logging
-import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lbconform.kube.rawapi import ApiError, Json
-from lbconform.lab import topology as topo
-from lbconform.lab.agent import images
+from lbconform.lab.agent import envsources, images, registry, rootfs
 from lbconform.lab.agent.containers import Container, now_rfc3339
 from lbconform.lab.agent.probes import ProbeTarget, ProbeWorker
 from lbconform.lab.agent.sandbox import Sandbox
+from lbconform.lab.agent.volumes import PodContext, PodVolumes, VolumeError
 
 if TYPE_CHECKING:
     from lbconform.lab.agent.main import Agent
@@ -29,23 +29,9 @@ log = logging.getLogger(__name__)
 
 #: How often a worker looks at its containers when nothing wakes it.
 TICK_SECONDS = 0.25
-
-
-def _field_ref(pod: Json, path: str, pod_ip: str, host_ip: str) -> str:
-    meta = pod["metadata"]
-    values = {
-        "metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
-        "metadata.uid": meta["uid"], "spec.nodeName": pod["spec"].get("nodeName", ""),
-        "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
-        "status.podIP": pod_ip, "status.podIPs": pod_ip, "status.hostIP": host_ip,
-        "status.hostIPs": host_ip,
-    }
-    if path in values:
-        return str(values[path])
-    for prefix, source in (("metadata.labels", "labels"), ("metadata.annotations", "annotations")):
-        if path.startswith(prefix + "['") and path.endswith("']"):
-            return str((meta.get(source) or {}).get(path[len(prefix) + 2:-2], ""))
-    raise ValueError(f"fieldRef {path} is not supported by the lab")
+#: How often a running pod's content volumes are brought up to date (objects are read through
+#: a cache of about this age, so an update reaches the files within two of these).
+VOLUME_SYNC_SECONDS = 2.0
 
 
 class PodWorker(threading.Thread):
@@ -71,6 +57,12 @@ class PodWorker(threading.Thread):
         self.last_status: Json | None = None
         self.sandbox_ready = False
         self.phase = "Pending"
+        self.volumes = PodVolumes(agent.nodedir, PodContext(
+            pod, "", agent.node.ip, agent.objects, agent.tokens, agent.resources))
+        self.volumes_ready = False
+        self._volume_message = ""
+        self._volumes_synced = 0.0
+        self._published: dict[str, Any] | None = None
 
     # --- called from the agent's watch loop ---------------------------------------------
     def update(self, pod: Json) -> None:
@@ -96,24 +88,18 @@ class PodWorker(threading.Thread):
         return Container(spec, program, restart_count=restarts)
 
     def _env(self, c: Container) -> dict[str, str]:
-        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-               "HOSTNAME": self.pod["metadata"]["name"],
-               "KUBERNETES_SERVICE_HOST": topo.KUBERNETES_SERVICE_IP,
-               "KUBERNETES_SERVICE_PORT": "443"}
-        for var in c.spec.get("env") or []:
-            if "value" in var:
-                env[var["name"]] = str(var["value"])
-            elif "fieldRef" in (var.get("valueFrom") or {}):
-                env[var["name"]] = _field_ref(self.pod, var["valueFrom"]["fieldRef"]["fieldPath"],
-                                              self.sandbox.ip, self.agent.node.ip)
-            elif var.get("valueFrom"):
-                raise ValueError(f"env {var['name']}: only value and fieldRef are supported by the lab")
-            else:
-                env[var["name"]] = ""
-        return env
+        return envsources.container_env(self.pod, c.spec, self.sandbox.ip, self.agent.node.ip,
+                                        self.agent.objects, self.agent.resources)
+
+    def _probe_env(self, c: Container) -> dict[str, str]:
+        try:
+            return self._env(c)
+        except envsources.ConfigError:
+            return {}
 
     def _probe_target(self, c: Container) -> ProbeTarget:
-        return ProbeTarget(lambda: self.sandbox.ip, self.sandbox.netns, c.spec, lambda: self._env(c))
+        return ProbeTarget(lambda: self.sandbox.ip, self.sandbox.netns, c.spec, lambda: self._probe_env(c),
+                           lambda: c.proc.pid if c.running and c.proc is not None else None)
 
     def _hostname(self) -> str:
         spec = self.pod["spec"]
@@ -142,6 +128,10 @@ class PodWorker(threading.Thread):
             finally:
                 if self.sandbox.netns is not None and self.sandbox.ip:
                     self.agent.ipam.release(self.sandbox.ip)
+                meta = self.pod["metadata"]
+                registry.withdraw(self.agent.nodedir, meta["namespace"], meta["name"], self.uid)
+                self.volumes.remove()
+                shutil.rmtree(rootfs.pod_scratch_dir(self.agent.nodedir, self.uid), ignore_errors=True)
                 self.agent.forget(self.uid)
 
     def _run(self) -> None:
@@ -150,6 +140,7 @@ class PodWorker(threading.Thread):
             return
         previous = (self.pod.get("status") or {}).get("podIP")
         self.sandbox.create(self.agent.ipam.allocate(previous) if self.sandbox.netns else self.agent.node.ip)
+        self.volumes.ctx.pod_ip = self.sandbox.ip
         self.sandbox_ready = True
         self.sync_status()
         while True:
@@ -164,8 +155,43 @@ class PodWorker(threading.Thread):
                                 int(self.pod["spec"].get("terminationGracePeriodSeconds", 30)))
                 self._finish_deletion()
                 return
-            self._supervise()
+            if self._volumes():
+                self._supervise()
             self.sync_status()
+            self._publish()
+
+    def _volumes(self) -> bool:
+        """Set the pod's volumes up (until they can be: a FailedMount event each time the reason
+        changes, as the kubelet retries), then keep their content current."""
+        now = time.monotonic()
+        try:
+            if not self.volumes_ready:
+                self.volumes.setup()
+                self.volumes_ready = True
+                self._volumes_synced = now
+            elif now - self._volumes_synced >= VOLUME_SYNC_SECONDS:
+                self._volumes_synced = now
+                self.volumes.sync(self.pod)
+        except VolumeError as exc:
+            if str(exc) != self._volume_message:
+                self._volume_message = str(exc)
+                self.event("FailedMount", str(exc), "Warning")
+            log.info("pod %s: %s", self.key, exc)
+        return self.volumes_ready
+
+    def _publish(self) -> None:
+        """Tell the node's kubelet API where this pod's containers and logs are, when that changed."""
+        meta = self.pod["metadata"]
+        record: dict[str, Any] = {
+            "namespace": meta["namespace"], "name": meta["name"], "uid": self.uid,
+            "netns": self.sandbox.netns, "ip": self.sandbox.ip,
+            "containers": {c.name: {"pid": c.proc.pid if c.running and c.proc is not None else None,
+                                    "log": str(c.log_path or ""), "previousLog": str(c.previous_log or "")}
+                           for c in self.inits + self.containers},
+        }
+        if record != self._published:
+            registry.publish(self.agent.nodedir, record)
+            self._published = record
 
     def _policy(self) -> str:
         return str(self.pod["spec"].get("restartPolicy", "Always"))
@@ -178,13 +204,19 @@ class PodWorker(threading.Thread):
             return
         try:
             env = self._env(c)
-        except ValueError as exc:
+            mounts = self.volumes.mounts(c.spec)
+        except (envsources.ConfigError, VolumeError) as exc:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
             return
-        log_path = self.agent.labdir.node_dir(self.agent.node.name) / "logs" / (
-            f"{self.pod['metadata']['namespace']}_{self.pod['metadata']['name']}_{c.name}.log")
+        meta = self.pod["metadata"]
+        log_path = (self.agent.nodedir / "logs" / f"{meta['namespace']}_{meta['name']}_{self.uid}" / c.name
+                    / f"{c.restart_count}.log")
+        assert c.program is not None
+        argv = rootfs.container_argv(rootfs.scratch_dir(self.agent.nodedir, self.uid, c.name),
+                                     self._hostname(), self.sandbox.ip, c.spec.get("workingDir") or "/",
+                                     self.agent.labdir.root, mounts, c.program.argv)
         try:
-            c.start(self.sandbox.netns, self._hostname(), env, log_path)
+            c.start(self.sandbox.netns, argv, env, log_path)
         except OSError as exc:
             c.waiting_reason, c.waiting_message = "RunContainerError", str(exc)
             self.event("Failed", f"Error: {exc}", "Warning")

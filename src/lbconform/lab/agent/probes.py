@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lbconform.lab.agent.images import command_argv
+from lbconform.lab.agent.rootfs import exec_argv
 from lbconform.lab.procs import in_netns
 
 log = logging.getLogger(__name__)
@@ -71,12 +72,14 @@ def tcp_connect(handler: Json, pod_ip: str, container: Json, timeout: float) -> 
 
 
 def run_exec(
-    command: list[str], netns: str | None, env: Mapping[str, str], timeout: float
+    command: list[str], netns: str | None, env: Mapping[str, str], timeout: float, pid: int | None = None
 ) -> tuple[bool, str]:
-    """Run a command in the pod's namespace; success is exit status 0."""
+    """Run a command inside the container whose process is ``pid`` (its network, mount and UTS
+    namespaces), or in the pod's network namespace before it has one; success is exit status 0."""
+    argv = exec_argv(pid, command_argv(command)) if pid else in_netns(netns, command_argv(command))
     try:
         proc = subprocess.run(
-            in_netns(netns, command_argv(command)), capture_output=True, text=True,
+            argv, capture_output=True, text=True,
             timeout=timeout, env=dict(env), check=False,
         )
     except subprocess.TimeoutExpired:
@@ -91,11 +94,12 @@ class ProbeTarget:
     """Where and how to run handlers for one container."""
 
     def __init__(self, pod_ip: Callable[[], str], netns: str | None, container: Json,
-                 env: Callable[[], Mapping[str, str]]) -> None:
+                 env: Callable[[], Mapping[str, str]], pid: Callable[[], int | None] = lambda: None) -> None:
         self.pod_ip = pod_ip
         self.netns = netns
         self.container = container
         self.env = env
+        self.pid = pid
 
     def run(self, handler: Json, timeout: float) -> tuple[bool, str]:
         if "httpGet" in handler:
@@ -103,7 +107,7 @@ class ProbeTarget:
         if "tcpSocket" in handler:
             return tcp_connect(handler["tcpSocket"], self.pod_ip(), self.container, timeout)
         if "exec" in handler:
-            return run_exec(list(handler["exec"]["command"]), self.netns, self.env(), timeout)
+            return run_exec(list(handler["exec"]["command"]), self.netns, self.env(), timeout, self.pid())
         if "grpc" in handler:
             return False, "grpc probes are not supported by the lab"
         return False, "handler has no action"
