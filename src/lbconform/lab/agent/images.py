@@ -17,8 +17,9 @@ from lbconform.lab import build
 AGNHOST_IMAGE = "registry.k8s.io/e2e-test-images/agnhost"
 PAUSE_IMAGE = "registry.k8s.io/pause"
 LOCUST_IMAGE = "locustio/locust"
+KUBECTL_IMAGE = "registry.k8s.io/kubectl"
 
-KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE)
+KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE, KUBECTL_IMAGE)
 
 
 class UnknownImage(Exception):
@@ -60,6 +61,13 @@ def resolve(image: str, command: Sequence[str], args: Sequence[str]) -> Program:
         if argv[0] in ("locust", "/usr/local/bin/locust"):
             argv[0] = locust
         return Program(argv, f"lab://locust@{locust}")
+    if repo == KUBECTL_IMAGE:
+        # The image's entrypoint is kubectl: args alone are kubectl's, a command replaces it.
+        kubectl = str(build.binary("kubectl"))
+        argv = [*command, *args] if command else [kubectl, *args]
+        if argv[0] in ("kubectl", "/bin/kubectl", "/usr/local/bin/kubectl"):
+            argv[0] = kubectl
+        return Program(argv, f"lab://kubectl@{kubectl}")
     raise UnknownImage(
         f"the lab cannot run image {image!r}: it runs {', '.join(KNOWN_IMAGES)}"
     )
