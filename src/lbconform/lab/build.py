@@ -5,10 +5,16 @@ Kubernetes cannot be ``go install``-ed: its go.mod points every staging module a
 ``k8s.io/kubernetes`` and replaces each staging module with its published ``v0.X.Y`` tag,
 the list being read from that release's own go.mod, never kept by hand. etcd is built from
 its own module so that its pin does not move the apiserver's dependencies.
+
+The project's own Go commands (``lab-kubelet``, the node's kubelet API) ship as source in this
+package and are built inside that same Kubernetes build module, so they link exactly the
+pinned k8s.io modules; their stamp records their source's digest, so a changed source is
+never served by a stale binary.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -40,22 +46,52 @@ def cache_root() -> Path:
 
 @dataclass(frozen=True)
 class Artifact:
-    """One Go module's worth of binaries, identified by the module version that made them."""
+    """One Go module's worth of binaries, identified by the module version that made them.
+
+    An artifact with a ``source`` is the project's own: its commands' Go source is the
+    directory's ``*.go`` files, built inside ``build_in``'s module rather than a module of its own.
+    """
 
     key: str
     module: str
     version: str
     commands: Mapping[str, str]
+    source: Path | None = None
+    build_in: Artifact | None = None
 
     def bin_dir(self, root: Path) -> Path:
         return root / "bin" / self.key
 
     def module_dir(self, root: Path) -> Path:
-        return root / "gomod" / self.key
+        return root / "gomod" / (self.build_in or self).key
+
+    def source_digest(self) -> str:
+        """What the binaries are made of, for the project's own commands ("" for the others):
+        a digest of the non-test Go files, names and contents."""
+        if self.source is None:
+            return ""
+        digest = hashlib.sha256()
+        for path in sorted(self.source.glob("*.go")):
+            if not path.name.endswith("_test.go"):
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        return digest.hexdigest()
 
     def is_built(self, root: Path) -> bool:
         stamp = self.bin_dir(root) / ".complete"
-        return stamp.is_file() and all((self.bin_dir(root) / n).is_file() for n in self.commands)
+        if not (stamp.is_file() and all((self.bin_dir(root) / n).is_file() for n in self.commands)):
+            return False
+        if self.source is None:
+            return True
+        try:
+            built_from = json.loads(stamp.read_text()).get("source", "")
+        except ValueError:
+            return False
+        return bool(built_from == self.source_digest())
+
+
+def module_path(art: Artifact) -> str:
+    """The path of the build module the lab writes for an artifact."""
+    return f"lbconform.local/build/{art.key}"
 
 
 KUBERNETES = Artifact(
@@ -70,7 +106,18 @@ ETCD = Artifact(
     version=versions.ETCD_VERSION,
     commands=versions.ETCD_COMMANDS,
 )
-ARTIFACTS = (ETCD, KUBERNETES)
+#: The kubelet's API for the lab's pods (logs, exec, attach, port-forward), with the kubelet's
+#: own streaming code: the Go source is this package's ``lab/kubelet`` directory.
+LAB_KUBELET = Artifact(
+    key=f"lab-kubelet-{versions.KUBERNETES_VERSION}",
+    module=module_path(KUBERNETES),
+    version=versions.KUBERNETES_VERSION,
+    commands={"lab-kubelet": f"{module_path(KUBERNETES)}/cmd/lab-kubelet"},
+    source=Path(__file__).resolve().parent / "kubelet",
+    build_in=KUBERNETES,
+)
+#: In build order: the project's own commands build inside the Kubernetes module.
+ARTIFACTS = (ETCD, KUBERNETES, LAB_KUBELET)
 
 
 def binary(name: str, root: Path | None = None) -> Path:
@@ -125,7 +172,7 @@ def render_gomod(
 ) -> str:
     """The go.mod of the build module for one artifact."""
     go_line = _GO_LINE.search(upstream_gomod)
-    lines = [f"module lbconform.local/build/{art.key}", ""]
+    lines = [f"module {module_path(art)}", ""]
     lines.append(f"go {go_line.group(1) if go_line else '{}.{}'.format(*versions.MINIMUM_GO)}")
     godebug = _GODEBUG_LINE.search(upstream_gomod)
     if godebug:
@@ -224,7 +271,8 @@ class Builder:
         commit = info.get("Origin", {}).get("Hash", "")
         return Path(meta["GoMod"]).read_text(), commit, info.get("Time", "")
 
-    def _build(self, go: str, art: Artifact) -> None:
+    def _prepare_module(self, go: str, art: Artifact) -> tuple[str, str]:
+        """Write the artifact's build module and resolve it; its upstream commit and release time."""
         moddir = art.module_dir(self.root)
         moddir.mkdir(parents=True, exist_ok=True)
         self.progress(f"{art.key}: resolving {art.module}@{art.version}")
@@ -235,10 +283,48 @@ class Builder:
         (moddir / "go.mod").write_text(render_gomod(art, upstream, replacements))
         self.progress(f"{art.key}: downloading modules")
         self._go(go, ["mod", "tidy"], moddir, f"{art.key}: go mod tidy")
+        return commit, date
+
+    def stage_source(self, art: Artifact) -> Path:
+        """Make an own artifact's command directory in its build module hold exactly its Go source
+        (``go test`` runs there too); each file is replaced atomically, and only when it differs."""
+        assert art.source is not None
+        target = art.module_dir(self.root) / "cmd" / next(iter(art.commands))
+        target.mkdir(parents=True, exist_ok=True)
+        wanted = {path.name: path.read_bytes() for path in art.source.glob("*.go")}
+        for old in target.iterdir():
+            if old.name not in wanted:
+                old.unlink()
+        for name, data in wanted.items():
+            dest = target / name
+            if not dest.is_file() or dest.read_bytes() != data:
+                tmp = dest.with_name(f".{name}.{os.getpid()}")
+                tmp.write_bytes(data)
+                tmp.replace(dest)
+        return target
+
+    def _build(self, go: str, art: Artifact) -> None:
+        if art.build_in is not None:
+            self._build_own(go, art, art.build_in)
+            return
+        commit, date = self._prepare_module(go, art)
+        ldflags = "-s -w " + (version_ldflags(art.version, commit, date) if art is KUBERNETES else "")
+        self._compile(go, art, ldflags, {"version": art.version, "commit": commit})
+
+    def _build_own(self, go: str, art: Artifact, host: Artifact) -> None:
+        if not (art.module_dir(self.root) / "go.mod").is_file():
+            self._prepare_module(go, host)
+        self.stage_source(art)
+        # The staged command may import modules the host's commands do not: tidy adds them at
+        # the versions the host's module graph already selects.
+        self._go(go, ["mod", "tidy"], art.module_dir(self.root), f"{art.key}: go mod tidy")
+        self._compile(go, art, "-s -w", {"version": art.version, "source": art.source_digest()})
+
+    def _compile(self, go: str, art: Artifact, ldflags: str, stamp: Mapping[str, str]) -> None:
+        moddir = art.module_dir(self.root)
         staging = art.bin_dir(self.root).with_name(art.key + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        ldflags = "-s -w " + (version_ldflags(art.version, commit, date) if art is KUBERNETES else "")
         self.progress(f"{art.key}: compiling {', '.join(art.commands)} (this takes a while the first time)")
         self._go(
             go,
@@ -253,7 +339,7 @@ class Builder:
                 built.rename(staging / name)
             if not (staging / name).is_file():
                 raise BuildError(f"{art.key}: go build made no {name} from {pkg}")
-        (staging / ".complete").write_text(json.dumps({"version": art.version, "commit": commit}))
+        (staging / ".complete").write_text(json.dumps(stamp))
         final = art.bin_dir(self.root)
         shutil.rmtree(final, ignore_errors=True)
         staging.rename(final)

@@ -75,6 +75,15 @@ def lb_rbac() -> list[Json]:
     ]
 
 
+def kubelet_api_certs(pki: Pki, lab: LabDir, nodes: list[topo.Node]) -> tuple[Path, Path]:
+    """Each node's kubelet API serving certificate (its IP and name), and the apiserver's client
+    certificate towards them; returns the latter. Files are where ``LabDir`` says they are."""
+    for node in nodes:
+        # Pki names its files after the stem, in the lab's pki directory, as LabDir does.
+        pki.serving(lab.kubelet_serving(node.name)[0].stem, [node.name], [node.ip])
+    return pki.client(Identity(lab.kubelet_client()[0].stem, controlplane.KUBELET_CLIENT_USER))
+
+
 def agent_key(node: topo.Node) -> str:
     return f"agent-{node.name}"
 
@@ -252,8 +261,10 @@ class Lab:
                            inside)
             pki.kubeconfig(nd / "kube-proxy.kubeconfig",
                            Identity(f"kube-proxy-{node.name}", "system:kube-proxy"), inside)
+        client_crt, client_key = kubelet_api_certs(pki, self.dir, nodes)
         return controlplane.Certs(ca=pki.ca_file, apiserver_crt=crt, apiserver_key=key,
-                                  sa_key=pki.sa_key_file, sa_pub=pki.sa_pub_file)
+                                  sa_key=pki.sa_key_file, sa_pub=pki.sa_pub_file,
+                                  kubelet_client_crt=client_crt, kubelet_client_key=client_key)
 
     def _start_lb(self, state: LabState) -> None:
         api = self.api()
@@ -316,12 +327,15 @@ class Lab:
                 status, _ = http_status(n.netns, n.ip, 10256, "/healthz")
                 if status != 200:
                     return False
+                status, _ = http_status(n.netns, "127.0.0.1", controlplane.KUBELET_HEALTHZ_PORT, "/healthz")
+                if status != 200:
+                    return False
             api.get("/api/v1/namespaces/default/serviceaccounts/default")
             return True
 
         try:
             poll_until(ready, timeout=timeout, interval=0.2,
-                       description=f"{len(nodes)} nodes Ready with kube-proxy healthy")
+                       description=f"{len(nodes)} nodes Ready with kube-proxy and the kubelet API healthy")
         except LabError:
             raise
         except Exception as exc:

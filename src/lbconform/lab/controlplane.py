@@ -1,4 +1,5 @@
-"""The real control plane's command lines: etcd, kube-apiserver, controller-manager, scheduler.
+"""The real control plane's command lines: etcd, kube-apiserver, controller-manager, scheduler,
+and the node-side ones (kube-proxy, lab-kubelet).
 
 Only flags live here; starting, waiting and stopping belong to ``lab.cluster``. The node
 failure timings are deliberately short (seconds, not the upstream minute) so that suites
@@ -27,6 +28,14 @@ NODE_MONITOR_PERIOD_SECONDS: Final = 1
 #: this long (upstream 300 s). Long enough for a node-kill suite to observe the dead node.
 DEFAULT_TOLERATION_SECONDS: Final = 60
 
+#: The kubelet API's port on every node's address (the kubelet's default, 10250).
+KUBELET_PORT: Final = 10250
+#: The kubelet's plain-HTTP health port, on 127.0.0.1 inside the node's namespace.
+KUBELET_HEALTHZ_PORT: Final = 10248
+#: Who the apiserver is when it calls a kubelet (kubeadm's name); the only client the lab's
+#: kubelet API accepts, where a kubelet would ask the apiserver to authorize each caller.
+KUBELET_CLIENT_USER: Final = "kube-apiserver-kubelet-client"
+
 
 @dataclass(frozen=True)
 class Certs:
@@ -35,6 +44,8 @@ class Certs:
     apiserver_key: Path
     sa_key: Path
     sa_pub: Path
+    kubelet_client_crt: Path
+    kubelet_client_key: Path
 
 
 def etcd_args(etcd: Path, lab: LabDir) -> list[str]:
@@ -61,6 +72,12 @@ def apiserver_args(binary: Path, certs: Certs) -> list[str]:
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={certs.sa_pub}",
         f"--service-account-signing-key-file={certs.sa_key}",
+        # logs, exec, attach, port-forward: the apiserver calls the node's kubelet API on the
+        # node's InternalIP (a lab node's name resolves nowhere) and checks its serving cert.
+        f"--kubelet-client-certificate={certs.kubelet_client_crt}",
+        f"--kubelet-client-key={certs.kubelet_client_key}",
+        f"--kubelet-certificate-authority={certs.ca}",
+        "--kubelet-preferred-address-types=InternalIP",
         f"--service-cluster-ip-range={topo.SERVICE_CIDR}",
         "--service-node-port-range=30000-32767",
         "--authorization-mode=Node,RBAC",
@@ -106,4 +123,20 @@ def kube_proxy_args(binary: Path, kubeconfig: Path, node: topo.Node) -> list[str
         # nf_conntrack_max is read-only inside a network namespace.
         "--conntrack-max-per-core=0",
         "--v=1",
+    ]
+
+
+def lab_kubelet_args(
+    binary: Path, node: topo.Node, lab: LabDir, pods_dir: Path, *, address: str | None = None,
+    port: int = KUBELET_PORT, healthz_port: int = KUBELET_HEALTHZ_PORT,
+) -> list[str]:
+    """The node's kubelet API server, serving the pods the agent lists in ``pods_dir``;
+    ``address`` and the ports differ from the node's only in tests."""
+    crt, key = lab.kubelet_serving(node.name)
+    return [
+        str(binary), f"--address={address or node.ip}", f"--port={port}",
+        f"--healthz-port={healthz_port}",
+        f"--tls-cert-file={crt}", f"--tls-private-key-file={key}",
+        f"--client-ca-file={lab.pki / 'ca.crt'}", f"--allowed-client={KUBELET_CLIENT_USER}",
+        f"--pods-dir={pods_dir}",
     ]

@@ -88,6 +88,14 @@ class LabDir:
         """Admin kubeconfig for processes inside the lab's namespaces (the client's)."""
         return self.root / "kubeconfig-lab"
 
+    def kubelet_serving(self, node: str) -> tuple[Path, Path]:
+        """Certificate and key a node's kubelet API serves (for its IP and name, from the lab's CA)."""
+        return self.pki / f"kubelet-{node}.crt", self.pki / f"kubelet-{node}.key"
+
+    def kubelet_client(self) -> tuple[Path, Path]:
+        """Certificate and key the apiserver presents to the nodes' kubelet API."""
+        return self.pki / "apiserver-kubelet-client.crt", self.pki / "apiserver-kubelet-client.key"
+
     def node_dir(self, node: str) -> Path:
         return self.root / "nodes" / node
 

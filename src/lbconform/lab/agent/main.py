@@ -1,4 +1,5 @@
-"""The agent process: wiring of node heart, kube-proxy supervision and pod workers.
+"""The agent process: wiring of node heart, supervision of kube-proxy and the kubelet API
+server (lab-kubelet), and pod workers.
 
 Run as ``python -m lbconform.lab.agent --node NAME --lab-dir DIR`` inside the node's
 network namespace.
@@ -17,10 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lbconform.errors import BuildError
 from lbconform.kube.informer import Informer
 from lbconform.kube.rawapi import ApiError, Json, RawApi, api_client
 from lbconform.lab import build, controlplane
 from lbconform.lab import topology as topo
+from lbconform.lab.agent import registry
 from lbconform.lab.agent.envsources import NodeResources
 from lbconform.lab.agent.ipam import PodIPAM
 from lbconform.lab.agent.node import NodeHeart, announce_pod_cidr
@@ -34,8 +37,9 @@ log = logging.getLogger("lbconform.lab.agent")
 
 #: How long the agent waits for node IPAM to give its node a podCIDR.
 POD_CIDR_TIMEOUT_SECONDS = 60.0
-#: kube-proxy is restarted this long after it exits (it exits on purpose when its Node changes).
-KUBE_PROXY_RESTART_SECONDS = 1.0
+#: kube-proxy and lab-kubelet are restarted this long after they exit (kube-proxy exits on
+#: purpose when its Node changes).
+DAEMON_RESTART_SECONDS = 1.0
 
 
 class Agent:
@@ -81,6 +85,7 @@ class Agent:
     # --- main ---------------------------------------------------------------------------
     def run(self) -> None:
         destroy_recorded(self.labdir.sandboxes_dir(self.node.name))
+        threading.Thread(target=self._supervise_kubelet_api, daemon=True, name="lab-kubelet").start()
         node_obj = self.heart.register()
         pod_cidr = self.heart.wait_for_pod_cidr(POD_CIDR_TIMEOUT_SECONDS)
         self.ipam = PodIPAM(pod_cidr)
@@ -94,15 +99,36 @@ class Agent:
     def _supervise_kube_proxy(self) -> None:
         argv = controlplane.kube_proxy_args(
             build.binary("kube-proxy"), self.nodedir / "kube-proxy.kubeconfig", self.node)
-        logfile = self.labdir.logs / f"kube-proxy-{self.node.name}.log"
+        self._supervise("kube-proxy", argv)
+
+    def _supervise_kubelet_api(self) -> None:
+        """Serve the kubelet's API (logs, exec, attach, port-forward) for this node's pods: the
+        lab-kubelet server reads the pod registry the pod workers publish."""
+        try:
+            binary = build.binary("lab-kubelet")
+        except BuildError as exc:
+            log.error("no kubelet API on %s: %s", self.node.name, exc)
+            return
+        crt, _ = self.labdir.kubelet_serving(self.node.name)
+        if not crt.is_file():
+            log.error("no kubelet API on %s: its certificate %s is missing (the lab was booted "
+                      "before the kubelet API existed: boot it again)", self.node.name, crt)
+            return
+        self._supervise("lab-kubelet", controlplane.lab_kubelet_args(
+            binary, self.node, self.labdir, registry.pods_dir(self.nodedir)))
+
+    def _supervise(self, name: str, argv: list[str]) -> None:
+        """Run a node daemon for as long as the agent lives, restarting it when it exits; its
+        pid is in ``<node dir>/<name>.pid``, its output in ``<lab logs>/<name>-<node>.log``."""
+        logfile = self.labdir.logs / f"{name}-{self.node.name}.log"
         while True:
             with open(logfile, "ab") as out:
                 proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL)
-            (self.nodedir / "kube-proxy.pid").write_text(str(proc.pid))
+            (self.nodedir / f"{name}.pid").write_text(str(proc.pid))
             code = proc.wait()
-            log.warning("kube-proxy exited with %s; restarting", code)
-            time.sleep(KUBE_PROXY_RESTART_SECONDS)
+            log.warning("%s exited with %s; restarting", name, code)
+            time.sleep(DAEMON_RESTART_SECONDS)
 
     def _dispatch(self, kind: str, pod: Json) -> None:
         uid = pod["metadata"]["uid"]

@@ -16,7 +16,11 @@ from typing import Any
 from lbconform.kube.rawapi import MERGE, ApiError, Json, RawApi
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
-from lbconform.lab.controlplane import NODE_LEASE_DURATION_SECONDS, NODE_LEASE_RENEW_SECONDS
+from lbconform.lab.controlplane import (
+    KUBELET_PORT,
+    NODE_LEASE_DURATION_SECONDS,
+    NODE_LEASE_RENEW_SECONDS,
+)
 from lbconform.lab.versions import KUBERNETES_VERSION
 from lbconform.wait import poll_until
 
@@ -68,7 +72,8 @@ class NodeHeart:
                 "kubeletVersion": KUBERNETES_VERSION, "kubeProxyVersion": "",
                 "operatingSystem": "linux", "architecture": "amd64",
             },
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            # Where the apiserver finds this node's kubelet API (lab-kubelet) on its InternalIP.
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
         }
 
     def register(self) -> Json:
