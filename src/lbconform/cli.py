@@ -62,6 +62,9 @@ def cmd_lab_status(args: argparse.Namespace) -> int:
         print(f"  {name:28s} {'running' if alive else 'NOT RUNNING'}")
     if st.api_error:
         print(f"  apiserver unreachable: {st.api_error}")
+    if st.processes and not any(st.processes.values()):
+        print("  none of its processes runs: a leftover of a crash or a restart; "
+              "remove it with 'lbconform lab down'")
     for n in st.nodes:
         agent = "up" if n.agent else "down"
         print(f"  {n.name:10s} agent {agent:5s} Ready={n.ready:8s} podCIDR={n.pod_cidr}")

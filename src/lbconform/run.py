@@ -230,6 +230,7 @@ def run(opts: RunOptions, say: Say) -> int:
             from lbconform.lab.cluster import Lab
 
             existing = Lab(progress=say)
+            existing.replace_leftover()
             if existing.dir.exists():
                 say("using the running lab as it is (its LB defects included); it stays running")
                 preflight.check_cluster(existing.dir.kubeconfig, None)

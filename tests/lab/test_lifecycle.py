@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.lab import LabSession
 from lbconform.errors import LabError
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier, load
@@ -127,6 +128,29 @@ def test_second_up_refuses_and_keeps_the_running_lab(no_lab: Lab) -> None:
     assert no_lab.status().processes and all(no_lab.status().processes.values())
     error = one_line_error(cli("lab", "node", "kill", "node-9"))
     assert "no lab node named 'node-9'" in error and "node-1" in error
+
+
+def test_a_lab_whose_processes_all_died_is_named_and_replaced(no_lab: Lab) -> None:
+    """What a killed run or a restarted machine leaves: namespaces and state, nothing running."""
+    before = root_namespace_snapshot()
+    no_lab.up(node_count=1)
+    recorded = list(no_lab.dir.read().processes.values())
+    procs.signal_process(recorded[0], signal.SIGKILL)
+    assert not no_lab.leftover(), "a lab with processes left is someone's lab"
+    for proc in recorded:
+        procs.signal_process(proc, signal.SIGKILL)
+    poll_until(no_lab.leftover, timeout=10, description="every recorded process to be gone")
+    assert lab_namespaces(), "the leftover keeps its namespaces"
+
+    error = one_line_error(cli("lab", "up"))
+    assert "left by an earlier run" in error and "lab down" in error
+    status = cli("lab", "status")
+    assert status.returncode == 1 and "leftover" in status.stdout
+
+    # A test session (and `lbconform run`) removes it and boots its own.
+    session = LabSession()
+    assert not session.user_lab
+    assert_nothing_left(no_lab.dir, before)
 
 
 def test_bad_input_gets_one_line_and_leaves_nothing(no_lab: Lab, tmp_path: Path) -> None:

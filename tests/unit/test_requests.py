@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -63,10 +64,12 @@ def test_an_unanswered_attempt_names_its_source_port_and_is_held() -> None:
         listener.listen(0)
         port = listener.getsockname()[1]
         with socket.create_connection(("127.0.0.1", port)):
-            result = RequestLoop("127.0.0.1", port, timeout=0.3).run(rate=10, seconds=0.5)
+            loop = RequestLoop("127.0.0.1", port, timeout=0.3)
+            result = loop.run(rate=10, seconds=0.5)
     assert result.outcomes == {TIMEOUT: 5}
     ports = [int(f.detail.rsplit("from port ", 1)[1].rstrip(")")) for f in result.failures]
     assert len(set(ports)) == 5 and all(p > 0 for p in ports)
+    assert all(loop.unanswered.holds(p, time.monotonic()) for p in ports)
 
 
 def test_held_ports_expire_with_conntrack() -> None:

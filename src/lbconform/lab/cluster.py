@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from lbconform.errors import LabError, UsageError
 from lbconform.kube.rawapi import Json, RawApi, api_client
@@ -132,6 +132,11 @@ class Lab:
             if shutil.which(tool) is None:
                 raise UsageError(
                     f"'{tool}' is missing: install the Debian package {package} (or run 'make setup')")
+        if self.leftover():
+            raise LabError(
+                f"a lab left by an earlier run is recorded in {self.dir.root}, but none of its processes "
+                "runs (a crash or a restart): remove it with 'lbconform lab down', then retry"
+            )
         if self.dir.exists():
             raise LabError(
                 f"a lab is already running (state in {self.dir.root}): "
@@ -365,6 +370,29 @@ class Lab:
         shutil.rmtree(self.dir.root, ignore_errors=True)
         return True
 
+    def leftover(self) -> bool:
+        """Whether a lab is recorded but none of its recorded processes runs any more.
+
+        What a killed run or a restarted machine leaves: its namespaces and state remain, and
+        nothing in it can answer. A lab with even one process left (a node killed on purpose,
+        say) is someone's lab, not a leftover; neither is one still being written, which has
+        no process recorded yet.
+        """
+        try:
+            state = self.dir.read()
+        except LabError:
+            return False
+        return bool(state.processes) and not any(procs.alive(p) for p in state.processes.values())
+
+    def replace_leftover(self) -> bool:
+        """Remove a leftover lab (see ``leftover``), saying so; False when there is none."""
+        if not self.leftover():
+            return False
+        self.progress(f"the lab recorded in {self.dir.root} is a leftover (none of its processes runs): "
+                      "removing it")
+        self.down()
+        return True
+
     # --- nodes ---------------------------------------------------------------------------
     def kill_node(self, name: str) -> None:
         """Make a node die as a VM does: everything on it stops, its cable goes dead."""
@@ -396,11 +424,12 @@ class Lab:
         state = self.dir.read()
         st = LabStatus(running=True, lab_dir=self.dir.root, api_port=state.api_port,
                        processes={k: procs.alive(p) for k, p in state.processes.items()})
-        try:
-            items = self.api().get("/api/v1/nodes").get("items", [])
-        except Exception as exc:
-            st.api_error = str(exc)
-            items = []
+        items: list[dict[str, Any]] = []
+        if any(st.processes.values()):  # a leftover has no apiserver to ask
+            try:
+                items = self.api().get("/api/v1/nodes").get("items", [])
+            except Exception as exc:
+                st.api_error = str(exc)
         by_name = {i["metadata"]["name"]: i for i in items}
         for node in topo.nodes(state.nodes):
             item = by_name.get(node.name, {})

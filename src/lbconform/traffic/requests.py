@@ -124,8 +124,10 @@ def fresh_socket(family: socket.AddressFamily, unanswered: UnansweredPorts) -> s
 
 def _local_port(sock: socket.socket | None) -> int:
     """The source port a socket was given (0 when it has none, or is closed)."""
+    if sock is None:
+        return 0
     try:
-        return int(sock.getsockname()[1]) if sock is not None else 0
+        return int(sock.getsockname()[1])
     except OSError:
         return 0
 
@@ -163,7 +165,8 @@ class RequestLoop:
         self.result = LoopResult()
         self._netns = netns
         self._resolved: tuple[socket.AddressFamily, tuple[Any, ...]] | None = None
-        self._unanswered = UnansweredPorts()
+        #: Source ports of attempts that went unanswered, not used again while held.
+        self.unanswered = UnansweredPorts()
         self._idle: list[_Conn] = []
         self._stop: asyncio.Event | None = None
         self._thread: LoopThread | None = None
@@ -259,14 +262,15 @@ class RequestLoop:
             await conn.writer.drain()
             status, body = await asyncio.wait_for(read_response(conn.reader), self.timeout)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
-            port = _local_port(conn.writer.get_extra_info("socket") if conn is not None
-                               else opened[0] if opened else None)
             if conn is not None:
+                port = _local_port(conn.writer.get_extra_info("socket"))
                 conn.writer.close()
-            elif port:
-                self._unanswered.add(port, time.monotonic() + self.timeout)
-            for sock in opened if conn is None else []:
-                sock.close()
+            else:  # the connection was never made: its port is held while conntrack may map it
+                port = _local_port(opened[0]) if opened else 0
+                if port:
+                    self.unanswered.add(port, time.monotonic() + self.timeout)
+                for sock in opened:
+                    sock.close()
             self._record(_kind_of(exc), at, f"{type(exc).__name__}: {exc}" + (f" (from port {port})"
                                                                                if port else ""))
             return
@@ -287,7 +291,7 @@ class RequestLoop:
         if self.variant == KEEP_ALIVE and self._idle:
             return self._idle.pop()
         family, address = self._address()
-        sock = fresh_socket(family, self._unanswered)
+        sock = fresh_socket(family, self.unanswered)
         opened.append(sock)
         await asyncio.get_running_loop().sock_connect(sock, address)
         reader, writer = await asyncio.open_connection(sock=sock)
