@@ -22,6 +22,8 @@ NODE = "node-1"
 #: The agent reads objects through a 2 s cache and syncs volumes every 2 s (kubelet: about a minute).
 UPDATE_SECONDS = 10.0
 START_SECONDS = 30.0
+#: Where the pod writes a file of its own: inside its root, never on the machine.
+WRITES = ("/etc", "/var", "/var/lib", "/run", "/tmp", "/root")
 
 #: Prints every file and variable the pod was given, then whoami from inside, then sleeps.
 SCRIPT = """
@@ -31,6 +33,7 @@ for f in /cfg/MODE /sec/PASSWORD /info/labels /proj/mode /proj/pw /proj/token-x 
 done
 echo "ENV MODE=$MODE S_PASSWORD=$S_PASSWORD KEY=$KEY MEM=$MEM NODE=$NODE_NAME"
 echo written > /empty/ok
+for d in $WRITES; do echo pod > "$d/lbc-pod-wrote" && echo "WROTE $d"; done
 ls /root/.kube 2>/dev/null && echo HOME-KUBECONFIG-VISIBLE
 kubectl auth whoami -o json | tr -d '\\n'; echo
 echo DONE
@@ -54,7 +57,8 @@ def _pod(namespace: str, host_dir: Path) -> dict[str, Any]:
                         {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory",
                                                                            "divisor": "1Mi"}}},
                         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                        {"name": "KUBECTL", "value": str(build.binary("kubectl"))}],
+                        {"name": "KUBECTL", "value": str(build.binary("kubectl"))},
+                        {"name": "WRITES", "value": " ".join(WRITES)}],
                 "resources": {"limits": {"memory": "64Mi"}},
                 "volumeMounts": [{"name": v, "mountPath": f"/{v}"}
                                  for v in ("cfg", "sec", "info", "proj", "empty", "host")],
@@ -81,19 +85,30 @@ def _log(lab: Lab, namespace: str, uid: str) -> str:
     return files[-1].read_text() if files else ""
 
 
-def _fingerprint(roots: list[Path]) -> dict[str, str]:
-    """Every file's path -> size and mtime under ``roots`` (what a pod must not change)."""
+def _machine_files(lab: Lab) -> dict[str, str]:
+    """Path -> size and mtime of what a pod must not change: /etc, /var, /run and $HOME.
+
+    Left out, because other programs write there all the time: /var/log, /var/cache and
+    /var/tmp, the lab's own directory and /run/netns (the lab's namespaces), and the tool
+    directories in $HOME (only its own files and ~/.kube, where kubeconfigs live, are read).
+    """
+    skip = {Path("/var/log"), Path("/var/cache"), Path("/var/tmp"), Path("/run/netns"),
+            lab.dir.root.resolve()}
+    home = Path.home()
+    roots = [(Path("/etc"), True), (Path("/var"), True), (Path("/run"), True), (home, False),
+             (home / ".kube", True)]
     out: dict[str, str] = {}
-    for root in roots:
+    for root, deep in roots:
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_mount()]
-            for name in filenames:
-                path = Path(dirpath) / name
+            here = Path(dirpath)
+            dirnames[:] = [d for d in dirnames if deep and here / d not in skip
+                           and not (here / d).is_mount()]
+            for name in [*filenames, *([] if deep else dirnames)]:
                 try:
-                    st = path.lstat()
+                    st = (here / name).lstat()
                 except OSError:
                     continue
-                out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
+                out[str(here / name)] = f"{st.st_size}:{st.st_mtime_ns}"
     return out
 
 
@@ -104,8 +119,7 @@ def test_a_pod_gets_its_volumes_env_and_token_and_leaves_the_machine_alone(
     host_dir = lab.dir.node_dir(NODE) / "hostpath-test"
     host_dir.mkdir(exist_ok=True)
     (host_dir / "hello").write_text("from the node")
-    watched = [Path("/etc"), Path("/var/lib"), Path.home()]
-    before = _fingerprint(watched)
+    before = _machine_files(lab)
     api.post(f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "reader"}})
     api.post(f"/api/v1/namespaces/{ns}/configmaps", {"metadata": {"name": "settings"},
                                                      "data": {"MODE": "fast"}})
@@ -122,6 +136,9 @@ def test_a_pod_gets_its_volumes_env_and_token_and_leaves_the_machine_alone(
     assert "/host/hello=from the node" in out and f"serviceaccount/namespace={ns}" in out, out
     assert f"ENV MODE=fast S_PASSWORD=hunter2 KEY=fast MEM=64 NODE={NODE}" in out, out
     assert "HOME-KUBECONFIG-VISIBLE" not in out
+    for d in WRITES:
+        assert f"WROTE {d}" in out, out  # the pod's root is writable, as a container's is ...
+        assert not (Path(d) / "lbc-pod-wrote").exists(), f"the pod wrote into the machine's {d}"
     whoami = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{ns}:reader", whoami
 
@@ -139,7 +156,7 @@ def test_a_pod_gets_its_volumes_env_and_token_and_leaves_the_machine_alone(
     api.delete(f"/api/v1/namespaces/{ns}/pods/reader")
     poll_until(lambda: not (lab.dir.node_dir(NODE) / "volumes" / uid).exists(), timeout=START_SECONDS,
                description="the pod's volumes to be removed with it")
-    assert _fingerprint(watched) == before
+    assert _machine_files(lab) == before
 
 
 def test_a_csi_volume_leaves_the_pod_creating_with_the_reason(lab: Lab, test_namespace: Applier) -> None:

@@ -4,6 +4,7 @@ downward API's resource values and the token refresh rule."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 from decimal import Decimal
@@ -12,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from lbconform.lab.agent import envsources, rootfs
-from lbconform.lab.agent.objects import CONFIG_MAP, SECRET, Data, Missing
-from lbconform.lab.agent.tokens import Token
-from lbconform.lab.agent.volumes import write_atomically
+from lbconform.lab.agent import envsources, rootfs, tokens
+from lbconform.lab.agent.objects import CONFIG_MAP, SECRET, Data, Missing, ObjectCache
+from lbconform.lab.agent.tokens import Token, TokenManager
+from lbconform.lab.agent.volumes import PodContext, PodVolumes, write_atomically
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="a container root needs mount namespaces (root)")
 
@@ -158,3 +159,44 @@ def test_a_token_is_refreshed_at_eighty_percent_of_its_requested_life() -> None:
     assert token.due(token.issued + 0.8 * 3600)
     extended = Token("t", expires=10_000.0 + 365 * 86400, requested_seconds=365 * 86400)
     assert extended.due(extended.issued + 86400) and not extended.due(extended.issued + 86399)
+
+
+class _TokenIssuer:
+    """Answers TokenRequests as the API server does, one new token per request, recording each."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.now = 1_800_000_000.0
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append((path, body))
+        expires = dt.datetime.fromtimestamp(self.now + body["spec"]["expirationSeconds"], dt.UTC)
+        return {"status": {"token": f"token-{len(self.requests)}",
+                           "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+def test_a_projected_token_is_rewritten_once_due_and_not_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The volume sync asks the token manager each time; only a due token means a new request."""
+    issuer = _TokenIssuer()
+    monkeypatch.setattr(tokens.time, "time", lambda: issuer.now)
+    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "u-1"},
+           "spec": {"serviceAccountName": "sa", "volumes": [{"name": "t", "projected": {"sources": [
+               {"serviceAccountToken": {"path": "token", "audience": "a", "expirationSeconds": 600}}]}}]}}
+    ctx = PodContext(pod, "100.64.0.9", "198.19.0.11", ObjectCache(issuer),  # type: ignore[arg-type]
+                     TokenManager(issuer), envsources.NodeResources(Decimal(2), Decimal(2**30)))  # type: ignore[arg-type]
+    volumes = PodVolumes(tmp_path, ctx)
+    volumes.setup()
+    token_file = tmp_path / "volumes" / "u-1" / "t" / "token"
+    assert token_file.read_text() == "token-1"
+    path, body = issuer.requests[0]
+    assert path == "/api/v1/namespaces/n/serviceaccounts/sa/token"
+    assert body["spec"]["audiences"] == ["a"] and body["spec"]["boundObjectRef"]["uid"] == "u-1"
+    issuer.now += 0.79 * 600
+    volumes.sync(pod)
+    assert token_file.read_text() == "token-1" and len(issuer.requests) == 1
+    issuer.now += 0.02 * 600
+    volumes.sync(pod)
+    assert token_file.read_text() == "token-2" and len(issuer.requests) == 2
+    volumes.remove()
+    assert not token_file.exists()
