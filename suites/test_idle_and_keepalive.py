@@ -84,7 +84,7 @@ def test_idled_out_flows_reset_when_asked(make_probe: Callable[..., IdleProbe], 
     measure("idle_timeout_resets", outcomes.get(RESET, 0) / CONNECTIONS, "ratio")
     assert outcomes == {RESET: CONNECTIONS}, probe.details()
     if probe.wire_resets is not None:
-        resets_must_agree(outcomes.get(RESET, 0), probe.wire_resets)
+        resets_must_agree(outcomes.get(RESET, 0), probe.wire_resets, probe.disagreement())
 
 
 @pytest.mark.features(IDLE)
@@ -95,7 +95,7 @@ def test_flows_idle_beyond_the_timeout_move_after_a_change(probe: IdleProbe, mea
     measure("idle_resets_after_change", outcomes.get(RESET, 0) / CONNECTIONS, "ratio")
     assert outcomes.get(RESET, 0) > 0, probe.details()
     if probe.wire_resets is not None:
-        resets_must_agree(outcomes.get(RESET, 0), probe.wire_resets)
+        resets_must_agree(outcomes.get(RESET, 0), probe.wire_resets, probe.disagreement())
 
 
 @pytest.mark.features(IDLE)

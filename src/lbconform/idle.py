@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from lbconform.kube.workload import Workload
 from lbconform.lb import LoadBalancer
-from lbconform.traffic.capture import UNKNOWN, ResetCapture, attribute, capture_available
-from lbconform.traffic.fleet import ALIVE, Fleet, KeepAlive
+from lbconform.traffic.capture import UNKNOWN, Ends, ResetCapture, attribute, capture_available, reset_times
+from lbconform.traffic.fleet import ALIVE, RESET, Fleet, KeepAlive
 from lbconform.wait import Deadline
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,10 @@ class IdleProbe:
     wire_note: str = field(default="", init=False)
     #: How long the last probe's connections actually idled before they were asked again.
     idled: float = field(default=0.0, init=False)
+    #: When the last probe asked its connections again (epoch seconds), and when each client
+    #: end got a reset on the wire: what ``disagreement`` reads.
+    asked_at: float = field(default=0.0, init=False)
+    wire_reset_times: dict[Ends, list[float]] = field(default_factory=dict, init=False)
 
     @property
     def free_node(self) -> str:
@@ -110,8 +114,11 @@ class IdleProbe:
         finally:
             events = capture.stop() if capture is not None else []
         assert self.last is not None
-        received = attribute(events, self.last.by_local_port())
+        received = attribute(events, self.last.by_ends())
         self.wire_resets = None if capture is None else sum(n for k, n in received.items() if k != UNKNOWN)
+        self.wire_reset_times = reset_times(events, self.last.by_ends())
+        if self.disagreement():
+            log.warning("wire and socket disagree: %s", self.disagreement())
         log.info("idle %.1fs (asked %.1fs), change=%s: %s, wire resets %s", self.idled, seconds, change,
                  outcomes, self.wire_resets)
         return outcomes
@@ -132,7 +139,26 @@ class IdleProbe:
         # The idle time is the quantity under test: nothing is sent until it has passed.
         time.sleep(end.remaining())
         self.idled = time.monotonic() - idle_since
+        self.asked_at = time.time()
         return fleet.request()
+
+    def disagreement(self) -> str:
+        """The connections the wire and the socket disagree on: reset on the wire but ended
+        otherwise, or failed with a reset no RST explains; each with its client port, outcome,
+        error and times (seconds from the moment they were asked again)."""
+        if self.last is None:
+            return ""
+
+        def at(t: float | None) -> str:
+            return "never" if t is None else f"{t - self.asked_at:+.2f}s"
+
+        out = []
+        for c in self.last.connections:
+            rst = self.wire_reset_times.get((c.local, c.remote), [])
+            if bool(rst) != (c.outcome == RESET):
+                out.append(f"port {c.local[1]} {c.outcome} ({c.error or 'no error'}) ended {at(c.ended_at)}, "
+                           f"RST on the wire at {', '.join(at(t) for t in rst) or 'none'}")
+        return "; ".join(out)
 
     def details(self) -> list[tuple[str | None, str, str]]:
         if self.last is None:

@@ -26,6 +26,7 @@ from lbconform.traffic.capture import (
     attribute,
     capture_available,
     compare,
+    reset_times,
     resets_must_agree,
     rst_filter,
     sent_by_client,
@@ -93,7 +94,9 @@ def test_ports_narrow_the_filter_to_either_end() -> None:
 
 # --- attribution and agreement -------------------------------------------------------------
 def test_resets_to_the_client_count_once_per_connection_under_its_backend() -> None:
-    connections = {(CLIENT, 40001): "web-a", (CLIENT, 40002): "web-b", (CLIENT, 40003): "web-a"}
+    vip = (LB, 80)
+    connections = {((CLIENT, 40001), vip): "web-a", ((CLIENT, 40002), vip): "web-b",
+                   ((CLIENT, 40003), vip): "web-a"}
     resets = [
         rst(LB, 80, CLIENT, 40001),
         rst(LB, 80, CLIENT, 40001),  # a second segment met the closed socket: same connection
@@ -107,8 +110,19 @@ def test_resets_to_the_client_count_once_per_connection_under_its_backend() -> N
     assert sent_by_client(resets, connections) == 1
 
 
+def test_a_reset_from_another_server_to_a_shared_client_port_is_not_this_connections() -> None:
+    """The kernel gives one ephemeral port to connections to different servers at once: another
+    test's reset to that port, from its own VIP, must not count for ours (a flake in CI)."""
+    connections = {((CLIENT, 40001), (LB, 80)): "web-a"}
+    resets = [rst("198.18.0.9", 80, CLIENT, 40001), rst(CLIENT, 40001, "198.18.0.9", 80)]
+    assert attribute(resets, connections) == {UNKNOWN: 1}
+    assert sent_by_client(resets, connections) == 0
+    assert reset_times(resets, connections) == {}
+    assert reset_times([rst(LB, 80, CLIENT, 40001)], connections) == {((CLIENT, 40001), (LB, 80)): [0.0]}
+
+
 def test_no_resets_attribute_to_nothing() -> None:
-    assert attribute([], {(CLIENT, 40001): "web-a"}) == {}
+    assert attribute([], {((CLIENT, 40001), (LB, 80)): "web-a"}) == {}
     assert sent_by_client([], {}) == 0
 
 
@@ -191,7 +205,7 @@ def test_resets_on_loopback_are_counted_and_attributed_to_their_backends() -> No
     began = time.time()
     with server, ResetCapture(None, "lo", (port,)) as cap:
         ends, socket_resets = reset_connections(server, 30)
-    backends = {end: f"backend-{i % 3}" for i, end in enumerate(ends)}
+    backends = {(end, ("127.0.0.1", port)): f"backend-{i % 3}" for i, end in enumerate(ends)}
 
     assert len(cap.events) == 30 and cap.dropped == 0
     assert {(r.dst, r.dport) for r in cap.events} == set(ends)

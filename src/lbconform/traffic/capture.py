@@ -363,23 +363,29 @@ def _ends(reset: Reset) -> tuple[tuple[str, int], tuple[str, int]]:
     return (reset.src, reset.sport), (reset.dst, reset.dport)
 
 
-def attribute(resets: Iterable[Reset], connections: Mapping[tuple[str, int], str]) -> dict[str, int]:
+#: A connection by its two ends as the client sees them: (client address, port), (server address, port).
+Ends = tuple[tuple[str, int], tuple[str, int]]
+
+
+def attribute(resets: Iterable[Reset], connections: Mapping[Ends, str]) -> dict[str, int]:
     """Connections reset toward the client, per backend.
 
-    ``connections`` maps each connection's client end (local address, local port) to the
-    backend it reached. A reset counts when it arrives at a client end; each connection counts
-    once, however many RSTs it got (a peer answers every segment that reaches a closed socket
-    with one), because the client's socket fails once. Resets on no known connection count,
-    once per connection (address pair), under ``UNKNOWN``; resets the client sent count in
-    ``sent_by_client``, never here.
+    ``connections`` maps each connection's two ends (client end, server end) to the backend it
+    reached. A reset counts when it comes from a connection's server end to its client end: one
+    client port may carry connections to several servers at once (the kernel shares an
+    ephemeral port between destinations), so the port alone does not say whose a reset is. Each
+    connection counts once, however many RSTs it got (a peer answers every segment that reaches
+    a closed socket with one), because the client's socket fails once. Resets on no known
+    connection count, once per connection (address pair), under ``UNKNOWN``; resets the client
+    sent count in ``sent_by_client``, never here.
     """
-    received: dict[tuple[str, int], str] = {}
-    unknown: set[tuple[tuple[str, int], tuple[str, int]]] = set()
+    received: dict[Ends, str] = {}
+    unknown: set[Ends] = set()
     for reset in resets:
         src, dst = _ends(reset)
-        if dst in connections:
-            received[dst] = connections[dst]
-        elif src not in connections:
+        if (dst, src) in connections:
+            received[(dst, src)] = connections[(dst, src)]
+        elif (src, dst) not in connections:
             unknown.add((min(src, dst), max(src, dst)))
     counts: dict[str, int] = {}
     for backend in received.values():
@@ -395,9 +401,9 @@ def from_server(resets: Iterable[Reset], host: str, port: int) -> int:
     return len({(r.dst, r.dport) for r in resets if r.src == host and r.sport == port})
 
 
-def sent_by_client(resets: Iterable[Reset], connections: Mapping[tuple[str, int], str]) -> int:
-    """Connections the client itself reset (a reset that leaves a client end), each once."""
-    return len({src for src, _ in map(_ends, resets) if src in connections})
+def sent_by_client(resets: Iterable[Reset], connections: Mapping[Ends, str]) -> int:
+    """Connections the client itself reset (a reset from a client end to its server end), each once."""
+    return len({ends for ends in map(_ends, resets) if ends in connections})
 
 
 @dataclass(frozen=True)
@@ -434,9 +440,21 @@ def compare(socket_resets: int, wire_resets: int) -> Agreement:
     return Agreement(socket_resets, wire_resets)
 
 
-def resets_must_agree(socket_resets: int, wire_resets: int) -> Agreement:
-    """``compare``, failing the test (AssertionError) when the counts differ."""
+def resets_must_agree(socket_resets: int, wire_resets: int, which: str = "") -> Agreement:
+    """``compare``, failing the test (AssertionError) when the counts differ; ``which`` (the
+    connections they disagree on, when the caller knows them) ends the message."""
     agreement = compare(socket_resets, wire_resets)
     if not agreement:
-        raise AssertionError(agreement.message)
+        raise AssertionError(f"{agreement.message}{f': {which}' if which else ''}")
     return agreement
+
+
+def reset_times(resets: Iterable[Reset], connections: Iterable[Ends]) -> dict[Ends, list[float]]:
+    """For each of ``connections`` reset toward its client end, when each of its resets was seen."""
+    wanted = set(connections)
+    out: dict[Ends, list[float]] = {}
+    for reset in resets:
+        src, dst = _ends(reset)
+        if (dst, src) in wanted:
+            out.setdefault((dst, src), []).append(reset.time)
+    return out

@@ -48,6 +48,7 @@ class Connection:
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
     local: tuple[str, int] = ("", 0)
+    remote: tuple[str, int] = ("", 0)
     backends: list[str] = field(default_factory=list)
     outcome: str = ALIVE
     opened_at: float | None = None
@@ -133,9 +134,10 @@ class Fleet:
     def alive(self) -> list[Connection]:
         return [c for c in self.connections if c.outcome == ALIVE]
 
-    def by_local_port(self) -> dict[tuple[str, int], str]:
-        """(client address, client port) -> the backend the connection reached."""
-        return {c.local: c.backend or "" for c in self.connections if c.local[1]}
+    def by_ends(self) -> dict[tuple[tuple[str, int], tuple[str, int]], str]:
+        """(client end, server end) -> the backend the connection reached, for every connection
+        that was made (see ``capture.attribute``)."""
+        return {(c.local, c.remote): c.backend or "" for c in self.connections if c.local[1]}
 
     def close(self) -> None:
         if self._thread.closed:
@@ -165,7 +167,7 @@ class Fleet:
             return
         c.reader, c.writer = reader, writer
         sock: socket.socket = writer.get_extra_info("socket")
-        c.local = sock.getsockname()[:2]
+        c.local, c.remote = sock.getsockname()[:2], sock.getpeername()[:2]
         c.opened_at = time.time()
         if c.keepalive is not None:
             _set_keepalive(sock, c.keepalive)
