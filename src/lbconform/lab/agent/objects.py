@@ -18,6 +18,9 @@ from lbconform.kube.rawapi import ApiError, Json, RawApi
 
 #: How old a cached object may be before it is read again.
 TTL_SECONDS = 2.0
+#: How long a missing object is taken as missing: short, since a pod waits on it (a new
+#: namespace's kube-root-ca.crt is published moments after the namespace).
+MISSING_TTL_SECONDS = 0.25
 #: Objects no pod has asked for in this long are dropped (test namespaces come and go).
 KEEP_SECONDS = 60.0
 
@@ -64,7 +67,8 @@ class ObjectCache:
         key = (kind, namespace, name)
         with self._lock:
             cached = self._cache.get(key)
-        if cached is None or time.monotonic() - cached[0] > self.ttl:
+        if cached is None or time.monotonic() - cached[0] > (
+                self.ttl if cached[1] is not None else MISSING_TTL_SECONDS):
             try:
                 obj = self.api.get(f"/api/v1/namespaces/{namespace}/{_PATHS[kind]}/{name}")
                 data: Data | None = Data(kind, namespace, name, _items(kind, obj))
