@@ -13,7 +13,8 @@ from pathlib import Path
 from lbconform.run import Interrupt
 
 #: A child that counts the SIGINTs it gets, has a grandchild in its group that does the same,
-#: and takes a second to "tear down" after the first.
+#: and takes a second to "tear down" after the first. Each says it is ready once its handler is
+#: set, in a file of its own.
 CHILD = r"""
 import os, signal, subprocess, sys, time
 out = sys.argv[1]
@@ -27,6 +28,8 @@ def note(who):
     return handler
 if len(sys.argv) > 2:
     signal.signal(signal.SIGINT, note("grandchild"))
+    with open(out + ".grandchild-ready", "w"):
+        pass
     time.sleep(60)
     sys.exit(0)
 signal.signal(signal.SIGINT, note("child"))
@@ -45,9 +48,10 @@ def start(tmp_path: Path, interrupt: Interrupt) -> tuple[threading.Thread, list[
     thread = threading.Thread(target=lambda: codes.append(interrupt.wait(argv)))
     thread.start()
     deadline = time.monotonic() + 10
-    while not Path(f"{out}.ready").exists() and time.monotonic() < deadline:
+    ready = [Path(f"{out}.ready"), Path(f"{out}.grandchild-ready")]
+    while not all(p.exists() for p in ready):
+        assert time.monotonic() < deadline, "the child and grandchild did not set their handlers within 10 s"
         time.sleep(0.05)
-    time.sleep(0.3)  # the grandchild's handler
     return thread, codes, out
 
 
