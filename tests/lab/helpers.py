@@ -34,6 +34,18 @@ def node_port(service: Json) -> int:
     return int(service["spec"]["ports"][0]["nodePort"])
 
 
+def wait_for_node_ports(service: Json, nodes: int = 3, timeout: float = 10) -> None:
+    """Wait until every node forwards ``service`` (traffic policy Cluster): its NodePort answers
+    from each. The LB's healthy set does not say so: a Cluster Service is checked on kube-proxy's
+    /healthz, which passes before that kube-proxy has the Service's endpoints (it refuses until then)."""
+    from lbconform.wait import poll_until
+
+    port = node_port(service)
+    for node in topo.nodes(nodes):
+        poll_until(lambda ip=node.ip: client_get(ip, port, "/hostname")[0] == 200, timeout=timeout,
+                   interval=0.1, retry_on=(OSError,), description=f"{node.name} to forward NodePort {port}")
+
+
 def pods_by_node(api: RawApi, namespace: str) -> dict[str, Json]:
     return {p["spec"]["nodeName"]: p for p in objects.pods(api, namespace, "app=backend")
             if not p["metadata"].get("deletionTimestamp")}

@@ -134,13 +134,16 @@ def test_kubectl_logs_follow_streams_lines_as_they_come(
 
 def test_kubectl_exec_runs_in_the_container_with_stdin_stdout_and_exit_code(
         lab: Lab, test_namespace: Applier) -> None:
-    """`kubectl exec` runs in the container's root (its /etc/hostname names the pod), passes piped
-    stdin and stdout through, and exits with the command's code."""
+    """`kubectl exec` runs in the container's root (its /etc/hostname names the pod, its /sys shows
+    the pod's own interfaces), passes piped stdin and stdout through, and exits with the command's
+    code."""
     name = running_pod(test_namespace, "exec sleep 3600")
     ns = test_namespace.namespace or ""
     assert socket.gethostname() != name, "the machine's own hostname would pass the check below"
     hostname = kubectl(lab, "exec", "-n", ns, name, "--", "cat", "/etc/hostname")
     assert (hostname.returncode, hostname.stdout) == (0, f"{name}\n"), hostname.stderr
+    interfaces = kubectl(lab, "exec", "-n", ns, name, "--", "ls", "/sys/class/net")
+    assert interfaces.stdout.split() == ["eth0", "lo"], (interfaces.stdout, interfaces.stderr)
     piped = kubectl(lab, "exec", "-i", "-n", ns, name, "--", "sh", "-c", "cat; exit 3",
                     stdin="through stdin\n")
     assert piped.stdout == "through stdin\n", piped.stderr

@@ -26,6 +26,7 @@ from tests.lab.helpers import (
     remove_pinned_backend,
     udp_from,
     wait_for_healthy,
+    wait_for_node_ports,
     wait_for_vip,
 )
 
@@ -238,9 +239,13 @@ def test_client_ip_affinity_keeps_one_backend(test_namespace: Applier, mode: str
 
     api, ns = test_namespace.api, test_namespace.namespace
     assert ns
-    deploy_backend(test_namespace, tweaks.one_per_node, tweaks.session_affinity_client_ip, lab_lb(mode=mode))
+    _, service = deploy_backend(test_namespace, tweaks.one_per_node, tweaks.session_affinity_client_ip,
+                                lab_lb(mode=mode))
     vip = wait_for_vip(api, ns)
     wait_for_healthy(ns, 3)
+    # Pinned to one node, the client would see only refusals while that node's kube-proxy lacks
+    # the endpoints (seen once, in a fresh-clone run of e2c5288).
+    wait_for_node_ports(service)
     results = new_connection_results(vip)
     assert len(set(results)) == 1 and results[0] not in ("timeout", "reset", "refused"), results
 

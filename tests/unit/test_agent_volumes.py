@@ -58,6 +58,19 @@ def test_a_container_sees_its_volumes_and_leaves_the_machine_alone(tmp_path: Pat
 
 
 @root_only
+def test_a_container_sees_the_interfaces_of_its_own_network_namespace(tmp_path: Path) -> None:
+    """/sys/class/net in the container is its network namespace's (a new one has only lo), not
+    the machine's, which a bind of the machine's /sys would show."""
+    assert set(os.listdir("/sys/class/net")) != {"lo"}, "the check below needs a machine interface"
+    argv = rootfs.container_argv(tmp_path / "scratch", "pod-a", "100.64.9.9", "/", tmp_path / "lab", [],
+                                 ["sh", "-c", "ls /sys/class/net; test -d /sys/fs/cgroup && echo cgroup"])
+    result = subprocess.run(["unshare", "--net", "--", *argv], capture_output=True, text=True, timeout=30,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["lo", "cgroup"], result.stdout
+
+
+@root_only
 def test_a_mount_path_through_a_machine_symlink_stays_inside_the_container(tmp_path: Path) -> None:
     if not Path("/var/run").is_symlink():
         pytest.skip("this machine's /var/run is not a symlink")

@@ -5,6 +5,9 @@ but never the machine's to change: each container starts in a mount namespace of
 (``unshare --mount``, propagation private, so nothing it mounts is seen outside), whose root
 is an overlay with the machine's ``/`` as its read-only lower layer and an in-memory upper
 layer that dies with the namespace. What a pod writes to /etc or /var stays in that layer.
+Its /proc and /sys are mounted afresh, so /sys/class/net lists the pod's own network
+namespace's interfaces (what a program choosing an interface reads, MetalLB's speaker among
+them), not the machine's; the machine's cgroup tree is bound back under it.
 
 Hidden behind empty in-memory directories: /run and /tmp (the lab's own directory, its
 keys and kubeconfigs, and network-namespace handles live there), $HOME (kubeconfigs, tool
@@ -40,7 +43,8 @@ r=$scratch/root
 mount -t overlay lbc-root -o "lowerdir=/,upperdir=$scratch/upper,workdir=$scratch/work" "$r"
 mount -t proc proc "$r/proc"
 mount --rbind /dev "$r/dev"
-mount --rbind /sys "$r/sys"
+mount -t sysfs lbc-sys "$r/sys"
+if [ -d /sys/fs/cgroup ]; then mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"; fi
 n=$1; shift
 while [ "$n" -gt 0 ]; do
   mkdir -p "$r$1"; mount -t tmpfs -o mode=0755 lbc-hidden "$r$1"; shift; n=$((n - 1))
