@@ -28,7 +28,7 @@ def _lab(args: argparse.Namespace) -> Lab:
 
 
 def cmd_lab_build(args: argparse.Namespace) -> int:
-    dirs = build.Builder(progress=_say).build_all()
+    dirs = build.Builder(progress=_say).build_all(with_=tuple(args.with_ or ()))
     for d in dirs:
         print(d)
     return 0
@@ -270,7 +270,12 @@ def parser() -> argparse.ArgumentParser:
     sweep.set_defaults(func=cmd_sweep)
 
     lab = sub.add_parser("lab", help="the hermetic lab cluster").add_subparsers(dest="lab", required=True)
-    lab.add_parser("build", help="build the lab's binaries (cached)").set_defaults(func=cmd_lab_build)
+    lab_build = lab.add_parser("build", help="build the lab's binaries (cached)")
+    lab_build.add_argument("--with", dest="with_", action="append", metavar="NAME",
+                           choices=sorted(build.OPTIONAL),
+                           help="also build a load balancer the lab can host: "
+                           + ", ".join(sorted(build.OPTIONAL)) + " (repeatable)")
+    lab_build.set_defaults(func=cmd_lab_build)
     up = lab.add_parser("up", help="boot the lab")
     up.add_argument("--nodes", type=int, default=3)
     up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,

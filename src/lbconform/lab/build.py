@@ -21,11 +21,11 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lbconform.errors import BuildError
+from lbconform.errors import BuildError, UsageError
 from lbconform.lab import versions
 
 log = logging.getLogger(__name__)
@@ -118,6 +118,25 @@ LAB_KUBELET = Artifact(
 )
 #: In build order: the project's own commands build inside the Kubernetes module.
 ARTIFACTS = (ETCD, KUBERNETES, LAB_KUBELET)
+#: MetalLB's controller and speaker, in a build module of their own: its go.mod pins k8s.io
+#: modules (v0.33) and a controller-runtime built against them, which the Kubernetes module's
+#: v0.36 would lift.
+METALLB = Artifact(
+    key=f"metallb-{versions.METALLB_VERSION}",
+    module="go.universe.tf/metallb",
+    version=versions.METALLB_VERSION,
+    commands=versions.METALLB_COMMANDS,
+)
+#: Built only when asked (``lbconform lab build --with NAME``): the lab runs without them.
+OPTIONAL: Mapping[str, tuple[Artifact, ...]] = {"metallb": (METALLB,)}
+
+
+def artifacts(with_: Sequence[str] = ()) -> tuple[Artifact, ...]:
+    """The lab's artifacts, in build order, then the optional ones named in ``with_``."""
+    unknown = sorted(set(with_) - set(OPTIONAL))
+    if unknown:
+        raise UsageError(f"--with {unknown[0]}: the lab can also build {', '.join(OPTIONAL)}")
+    return ARTIFACTS + tuple(a for name in OPTIONAL if name in with_ for a in OPTIONAL[name])
 
 
 def binary(name: str, root: Path | None = None) -> Path:
@@ -128,6 +147,12 @@ def binary(name: str, root: Path | None = None) -> Path:
             if not art.is_built(root):
                 raise BuildError(f"{name} is not built yet: run 'lbconform lab build'")
             return art.bin_dir(root) / name
+    for option, arts in OPTIONAL.items():
+        for art in arts:
+            if name in art.commands:
+                if not art.is_built(root):
+                    raise BuildError(f"{name} is not built yet: run 'lbconform lab build --with {option}'")
+                return art.bin_dir(root) / name
     raise KeyError(name)
 
 
@@ -218,16 +243,18 @@ class Builder:
         self.root = root or cache_root()
         self.progress = progress or (lambda msg: log.info("%s", msg))
 
-    def build_all(self) -> list[Path]:
-        """Build whatever is missing; a second call does nothing. Returns the binary dirs."""
-        missing = [a for a in ARTIFACTS if not a.is_built(self.root)]
+    def build_all(self, with_: Sequence[str] = ()) -> list[Path]:
+        """Build whatever is missing of the lab's artifacts and the optional ones named in
+        ``with_``; a second call does nothing. Returns the binary dirs."""
+        wanted = artifacts(with_)
+        missing = [a for a in wanted if not a.is_built(self.root)]
         if not missing:
             self.progress(f"binaries already built in {self.root / 'bin'}")
-            return [a.bin_dir(self.root) for a in ARTIFACTS]
+            return [a.bin_dir(self.root) for a in wanted]
         go, _ = find_go()
         for art in missing:
             self._build(go, art)
-        return [a.bin_dir(self.root) for a in ARTIFACTS]
+        return [a.bin_dir(self.root) for a in wanted]
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
