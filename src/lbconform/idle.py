@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from lbconform.kube.workload import Workload
 from lbconform.lb import LoadBalancer
-from lbconform.traffic.capture import UNKNOWN, Ends, ResetCapture, attribute, capture_available, reset_times
+from lbconform.traffic.capture import Ends, ResetCapture, capture_available, reset_times
 from lbconform.traffic.fleet import ALIVE, RESET, Fleet, KeepAlive
 from lbconform.wait import Deadline
 
@@ -114,11 +114,13 @@ class IdleProbe:
         finally:
             events = capture.stop() if capture is not None else []
         assert self.last is not None
-        received = attribute(events, self.last.by_ends())
-        self.wire_resets = None if capture is None else sum(n for k, n in received.items() if k != UNKNOWN)
+        # The connections reset toward the client, each once (``capture.attribute``'s count
+        # without its split by backend, which the probe does not report).
         self.wire_reset_times = reset_times(events, self.last.by_ends())
-        if self.disagreement():
-            log.warning("wire and socket disagree: %s", self.disagreement())
+        self.wire_resets = None if capture is None else len(self.wire_reset_times)
+        which = self.disagreement()
+        if which:
+            log.warning("wire and socket disagree: %s", which)
         log.info("idle %.1fs (asked %.1fs), change=%s: %s, wire resets %s", self.idled, seconds, change,
                  outcomes, self.wire_resets)
         return outcomes

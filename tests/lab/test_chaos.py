@@ -5,19 +5,18 @@ profile passes through ``lbconform run --allow-disruptive``; a disruptive experi
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from lbconform.chaos.runner import experiment_path, var_arg
+from fixtures.chaos import Experiment
+from lbconform.chaos.runner import experiment_path, parse_journal, var_arg
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier
 from lbconform.lab.cluster import Lab
@@ -62,10 +61,6 @@ def node_kill_budget(window: float, pool: int = 3) -> list[int]:
     return [0, math.ceil(2 * NODE_KILL_RATE * window / pool)]
 
 
-def _epoch(rfc3339: str) -> float:
-    return dt.datetime.fromisoformat(rfc3339).timestamp()
-
-
 def test_every_experiment_is_in_the_table() -> None:
     assert set(EXPERIMENTS) == {p.stem for p in experiment_path("node-kill").parent.glob("*.json")}
 
@@ -104,10 +99,9 @@ def test_experiment_runs_standalone_and_passes(name: str, test_namespace: Applie
     nodes = test_namespace.api.get("/api/v1/nodes")["items"]
     assert all(not n["spec"].get("unschedulable") for n in nodes), "a node was left cordoned"
     if name == "node-kill":  # an LB that never drops the dead node fails here, whatever the count
-        run: list[dict[str, Any]] = journal["run"]  # type: ignore[assignment]
-        killed = next(_epoch(r["start"]) for r in run if r["activity"]["name"] == "kill-node")
-        traffic = next(r["output"] for r in run if r["activity"]["name"] == "traffic-result")
-        late = [round(f["at"] - killed, 2) for f in traffic["failures"] if f["at"] - killed > window]
+        run = Experiment(parse_journal(name, journal, 0, tmp_path / f"{name}.journal.json", tmp_path))
+        killed = run.started("kill-node")
+        late = [round(f["at"] - killed, 2) for f in run.failures_after(killed) if f["at"] - killed > window]
         assert not late, f"new connections failed {late} s after the kill, beyond the declared {window:g} s"
 
 

@@ -359,12 +359,12 @@ class ResetCapture:
 
 
 # --- what the resets mean ------------------------------------------------------------------
-def _ends(reset: Reset) -> tuple[tuple[str, int], tuple[str, int]]:
-    return (reset.src, reset.sport), (reset.dst, reset.dport)
-
-
 #: A connection by its two ends as the client sees them: (client address, port), (server address, port).
 Ends = tuple[tuple[str, int], tuple[str, int]]
+
+
+def _ends(reset: Reset) -> Ends:
+    return (reset.src, reset.sport), (reset.dst, reset.dport)
 
 
 def attribute(resets: Iterable[Reset], connections: Mapping[Ends, str]) -> dict[str, int]:
@@ -379,17 +379,12 @@ def attribute(resets: Iterable[Reset], connections: Mapping[Ends, str]) -> dict[
     connection count, once per connection (address pair), under ``UNKNOWN``; resets the client
     sent count in ``sent_by_client``, never here.
     """
-    received: dict[Ends, str] = {}
-    unknown: set[Ends] = set()
-    for reset in resets:
-        src, dst = _ends(reset)
-        if (dst, src) in connections:
-            received[(dst, src)] = connections[(dst, src)]
-        elif (src, dst) not in connections:
-            unknown.add((min(src, dst), max(src, dst)))
+    resets = list(resets)
     counts: dict[str, int] = {}
-    for backend in received.values():
-        counts[backend] = counts.get(backend, 0) + 1
+    for ends in reset_times(resets, connections):
+        counts[connections[ends]] = counts.get(connections[ends], 0) + 1
+    unknown = {(min(src, dst), max(src, dst)) for src, dst in map(_ends, resets)
+               if (dst, src) not in connections and (src, dst) not in connections}
     if unknown:
         counts[UNKNOWN] = len(unknown)
     return counts
