@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from lbconform.errors import LbconformError, UsageError
 from lbconform.lab import build, topology
-from lbconform.lab.cluster import DEFAULT_API_PORT, Lab
+from lbconform.lab.cluster import DEFAULT_API_PORT, LBS, REFERENCE_LB, Lab
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import MODES
 
@@ -37,7 +37,7 @@ def cmd_lab_build(args: argparse.Namespace) -> int:
 def cmd_lab_up(args: argparse.Namespace) -> int:
     lab = _lab(args)
     report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect),
-                    lb_mode=args.lb_mode)
+                    lb_mode=args.lb_mode, lb=args.lb)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items())
     print(f"lab is up: {args.nodes} nodes Ready in {report.total:.1f}s ({phases})")
     print(f"  kubectl:  lbconform lab kubectl get nodes  (or KUBECONFIG={lab.dir.kubeconfig} kubectl)")
@@ -282,8 +282,12 @@ def parser() -> argparse.ArgumentParser:
                     help="loopback port that forwards to the apiserver")
     up.add_argument("--lb-defect", action="append", default=[], metavar="NAME",
                     help="start the reference load balancer with this defect (repeatable)")
-    up.add_argument("--lb-mode", default="node", choices=MODES,
-                    help="the reference LB's default backend mode (per Service: lab.lbconform.io/mode)")
+    up.add_argument("--lb-mode", choices=MODES,
+                    help="the reference LB's default backend mode, node unless told "
+                         "(per Service: lab.lbconform.io/mode)")
+    up.add_argument("--lb", default=REFERENCE_LB, metavar="NAME",
+                    help=f"the lab's load balancer: {', '.join(LBS)} (default: {REFERENCE_LB}; metallb needs "
+                         "'lbconform lab build --with metallb')")
     up.set_defaults(func=cmd_lab_up)
     lb = lab.add_parser("lb", help="the reference load balancer's state and defects")
     lb.add_argument("what", choices=("state", "defects"))

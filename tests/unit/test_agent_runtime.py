@@ -165,7 +165,7 @@ def test_metallb_images_run_the_built_binaries_whatever_the_tag(tmp_path: Path,
         images.resolve("quay.io/metallb/speaker:v0.15.2", [], ["--port=7472"])
     bindir = build.METALLB.bin_dir(tmp_path)
     bindir.mkdir(parents=True)
-    for name in build.METALLB.commands:
+    for name in [*build.METALLB.commands, *build.METALLB.files]:
         (bindir / name).write_text("")
     (bindir / ".complete").write_text("{}")
     speaker, controller = str(bindir / "metallb-speaker"), str(bindir / "metallb-controller")

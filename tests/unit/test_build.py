@@ -96,3 +96,18 @@ def test_metallb_builds_in_a_module_of_its_own_without_replaces() -> None:
     assert "go 1.24.0" in gomod and "require go.universe.tf/metallb v0.15.2" in gomod
     assert "tool go.universe.tf/metallb/controller" in gomod and "replace" not in gomod
     assert build.METALLB.module_dir(Path("/c")) != build.KUBERNETES.module_dir(Path("/c"))
+
+
+def test_an_artifact_is_built_only_with_its_upstream_files(tmp_path: Path) -> None:
+    art = build.METALLB
+    bindir = art.bin_dir(tmp_path)
+    bindir.mkdir(parents=True)
+    for name in art.commands:
+        (bindir / name).write_text("")
+    (bindir / ".complete").write_text("{}")
+    assert not art.is_built(tmp_path)
+    with pytest.raises(BuildError, match="lbconform lab build --with metallb"):
+        build.file(build.METALLB_MANIFEST, tmp_path)
+    (bindir / build.METALLB_MANIFEST).write_text("kind: Namespace\n")
+    assert art.is_built(tmp_path)
+    assert build.file(build.METALLB_MANIFEST, tmp_path) == bindir / build.METALLB_MANIFEST
