@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from lbconform.errors import LbconformError, UsageError
 from lbconform.lab import build, topology
-from lbconform.lab.cluster import DEFAULT_API_PORT, Lab
+from lbconform.lab.cluster import DEFAULT_API_PORT, LBS, REFERENCE_LB, Lab
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import MODES
 
@@ -28,7 +28,7 @@ def _lab(args: argparse.Namespace) -> Lab:
 
 
 def cmd_lab_build(args: argparse.Namespace) -> int:
-    dirs = build.Builder(progress=_say).build_all()
+    dirs = build.Builder(progress=_say).build_all(with_=tuple(args.with_ or ()))
     for d in dirs:
         print(d)
     return 0
@@ -37,7 +37,7 @@ def cmd_lab_build(args: argparse.Namespace) -> int:
 def cmd_lab_up(args: argparse.Namespace) -> int:
     lab = _lab(args)
     report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect),
-                    lb_mode=args.lb_mode)
+                    lb_mode=args.lb_mode, lb=args.lb)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items())
     print(f"lab is up: {args.nodes} nodes Ready in {report.total:.1f}s ({phases})")
     print(f"  kubectl:  lbconform lab kubectl get nodes  (or KUBECONFIG={lab.dir.kubeconfig} kubectl)")
@@ -270,15 +270,24 @@ def parser() -> argparse.ArgumentParser:
     sweep.set_defaults(func=cmd_sweep)
 
     lab = sub.add_parser("lab", help="the hermetic lab cluster").add_subparsers(dest="lab", required=True)
-    lab.add_parser("build", help="build the lab's binaries (cached)").set_defaults(func=cmd_lab_build)
+    lab_build = lab.add_parser("build", help="build the lab's binaries (cached)")
+    lab_build.add_argument("--with", dest="with_", action="append", metavar="NAME",
+                           choices=sorted(build.OPTIONAL),
+                           help="also build a load balancer the lab can host: "
+                           + ", ".join(sorted(build.OPTIONAL)) + " (repeatable)")
+    lab_build.set_defaults(func=cmd_lab_build)
     up = lab.add_parser("up", help="boot the lab")
     up.add_argument("--nodes", type=int, default=3)
     up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
                     help="loopback port that forwards to the apiserver")
     up.add_argument("--lb-defect", action="append", default=[], metavar="NAME",
                     help="start the reference load balancer with this defect (repeatable)")
-    up.add_argument("--lb-mode", default="node", choices=MODES,
-                    help="the reference LB's default backend mode (per Service: lab.lbconform.io/mode)")
+    up.add_argument("--lb-mode", choices=MODES,
+                    help="the reference LB's default backend mode, node unless told "
+                         "(per Service: lab.lbconform.io/mode)")
+    up.add_argument("--lb", default=REFERENCE_LB, metavar="NAME",
+                    help=f"the lab's load balancer: {', '.join(LBS)} (default: {REFERENCE_LB}; metallb needs "
+                         "'lbconform lab build --with metallb')")
     up.set_defaults(func=cmd_lab_up)
     lb = lab.add_parser("lb", help="the reference load balancer's state and defects")
     lb.add_argument("what", choices=("state", "defects"))

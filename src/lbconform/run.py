@@ -228,15 +228,17 @@ def run(opts: RunOptions, say: Say) -> int:
             preflight.check_cluster(Path(opts.kubeconfig).expanduser(), opts.context)
         else:
             from lbconform.lab.cluster import Lab
+            from lbconform.target import check_lab_lb, lab_lb_for
 
             existing = Lab(progress=say)
             existing.replace_leftover()
             if existing.dir.exists():
+                check_lab_lb(opts.provider, existing.dir.read().lb)
                 say("using the running lab as it is (its LB defects included); it stays running")
                 preflight.check_cluster(existing.dir.kubeconfig, None)
             else:
                 lab = existing
-                say(f"lab booted in {lab.up().total:.1f}s")
+                say(f"lab booted in {lab.up(lb=lab_lb_for(opts.provider)).total:.1f}s")
     except UsageError:
         preflight.undo(made)
         raise

@@ -56,6 +56,25 @@ def parse_options(items: list[str] | tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+#: Providers of the load balancers a lab can run, by the lab's ``--lb``.
+LAB_PROVIDERS = {"reference": "lab", "metallb": "metallb"}
+
+
+def check_lab_lb(provider: str, lab_lb: str) -> None:
+    """A provider of a load balancer the lab can run must meet that one: the lab provider reads
+    the reference LB, the metallb provider MetalLB. Other providers are the user's to choose."""
+    wanted = LAB_PROVIDERS.get(lab_lb, "")
+    if provider in LAB_PROVIDERS.values() and provider != wanted:
+        need = next(lb for lb, p in LAB_PROVIDERS.items() if p == provider)
+        raise UsageError(f"the running lab runs the {lab_lb} load balancer, not {need}: use --provider "
+                         f"{wanted}, or `lbconform lab down` and let the run boot a lab with --lb {need}")
+
+
+def lab_lb_for(provider: str) -> str:
+    """The ``lab up --lb`` that a run with this provider boots (the reference LB for the others)."""
+    return next((lb for lb, p in LAB_PROVIDERS.items() if p == provider), "reference")
+
+
 def connect(provider: Provider, *, kubeconfig: str | None = None, context: str | None = None,
             timeout_overrides: list[str] | tuple[str, ...] = (), client_address: str | None = None,
             provider_options: list[str] | tuple[str, ...] = ()) -> Target:
@@ -87,6 +106,7 @@ def connect(provider: Provider, *, kubeconfig: str | None = None, context: str |
         if not lab.dir.exists():
             raise UsageError("no lab is running and no --kubeconfig was given: "
                              "start one with `lbconform lab up` or use `lbconform run`")
+        check_lab_lb(provider.name, lab.dir.read().lb)
         target = Target(LAB, lab.api(), provider, timeouts, Client(CLIENT_NS, client_address),
                         lab.dir.kubeconfig)
     try:

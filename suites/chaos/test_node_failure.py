@@ -26,9 +26,6 @@ WARMUP_SECONDS = 5
 #: Traffic after the kill: long enough that an LB still sending to the dead node well beyond
 #: its declared detection time shows it.
 OBSERVE_SECONDS = 20
-#: Beyond interval x threshold: one more interval (a check may start just before the node dies)
-#: and a second for the data plane to apply the change.
-DETECTION_SLACK_SECONDS = 1.0
 #: The failure budget is this many times the expected count: the dead node's share of the pool
 #: (new connections hash evenly over it) of every request sent within the detection window.
 BUDGET_MARGIN = 2
@@ -51,7 +48,7 @@ def test_killed_node_fails_requests_only_until_detected(
     lb: LoadBalancer = make_service(tweaks.traffic_policy(policy))
     lb.must_be_node_pool()
     lb.wait_for_settled_pool(backends)
-    window = declared.time_to_unhealthy + declared.health_check_interval + DETECTION_SLACK_SECONDS
+    window = declared.node_failure_window
     budget = [0, math.ceil(BUDGET_MARGIN * RATE * window / len(lb.expected_pool(backends)))]
     watch = watch_healthy(lb)
     run = experiment("node-kill", namespace=lb.namespace, service=lb.name, node=victim, allowed_nodes=victim,

@@ -48,11 +48,9 @@ EXPERIMENT_SECONDS = 240
 
 
 def node_kill_window() -> float:
-    """How long after a node dies the reference LB may still send it new connections: its declared
-    time to unhealthy, one more check interval (a check may start just before the death) and a
-    second for the data plane, as suites/chaos/test_node_failure.py derives it."""
-    declared = LabProvider().declared_for("Cluster")
-    return declared.time_to_unhealthy + declared.health_check_interval + 1.0
+    """How long after a node dies the reference LB may still send it new connections, as
+    suites/chaos/test_node_failure.py reads it from the declaration."""
+    return LabProvider().declared_for("Cluster").node_failure_window
 
 
 def node_kill_budget(window: float, pool: int = 3) -> list[int]:

@@ -49,7 +49,7 @@ def processes_of(labdir: LabDir) -> list[str]:
     """Processes still running any lab binary or the lab's agents."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
     markers = ("lbconform.lab.agent", "lbconform.lab.forward", "/bin/kubernetes-v", "/bin/etcd-v",
-               "/bin/lab-kubelet-v")
+               "/bin/lab-kubelet-v", "/bin/metallb-v")
     return [line for line in out.stdout.splitlines() if any(m in line for m in markers)]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lbconform.errors import BuildError
 from lbconform.lab import build
 from lbconform.lab.agent import images
 from lbconform.lab.agent.containers import Container
@@ -155,6 +156,24 @@ def test_images_resolve_to_local_programs(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(images.UnknownImage, match=r"nginx.*registry\.k8s\.io/e2e-test-images/agnhost"):
         images.resolve("nginx:latest", [], [])
 
+
+
+def test_metallb_images_run_the_built_binaries_whatever_the_tag(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LBCONFORM_CACHE", str(tmp_path))
+    with pytest.raises(BuildError, match="--with metallb"):
+        images.resolve("quay.io/metallb/speaker:v0.15.2", [], ["--port=7472"])
+    bindir = build.METALLB.bin_dir(tmp_path)
+    bindir.mkdir(parents=True)
+    for name in [*build.METALLB.commands, *build.METALLB.files]:
+        (bindir / name).write_text("")
+    (bindir / ".complete").write_text("{}")
+    speaker, controller = str(bindir / "metallb-speaker"), str(bindir / "metallb-controller")
+    speaker_image, controller_image = "quay.io/metallb/speaker:v0.15.2", "quay.io/metallb/controller:main"
+    assert images.resolve(speaker_image, [], ["--port=7472"]).argv == [speaker, "--port=7472"]
+    assert images.resolve(controller_image, ["/controller", "-v"], []).argv == [controller, "-v"]
+    program = images.resolve("quay.io/metallb/controller@sha256:00", [], [])
+    assert program.argv == [controller] and program.image_id == f"lab://metallb-controller@{controller}"
 
 def test_exec_pre_stop_runs_before_sigterm(tmp_path: Path) -> None:
     marker = tmp_path / "hook-ran"

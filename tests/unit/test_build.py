@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lbconform.errors import BuildError
+from lbconform.errors import BuildError, UsageError
 from lbconform.lab import build
 
 UPSTREAM = """module k8s.io/kubernetes
@@ -76,3 +76,38 @@ def test_is_built_needs_the_stamp_and_every_binary(tmp_path: Path) -> None:
 def test_missing_binary_says_how_to_build(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="lbconform lab build"):
         build.binary("kube-proxy", tmp_path)
+
+
+def test_an_optional_binary_says_which_build_makes_it(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match="lbconform lab build --with metallb"):
+        build.binary("metallb-speaker", tmp_path)
+
+
+def test_optional_artifacts_build_only_when_named() -> None:
+    assert build.artifacts() == build.ARTIFACTS
+    assert build.artifacts(["metallb"]) == (*build.ARTIFACTS, build.METALLB)
+    with pytest.raises(UsageError, match="--with nope: the lab can also build metallb"):
+        build.artifacts(["nope"])
+
+
+def test_metallb_builds_in_a_module_of_its_own_without_replaces() -> None:
+    gomod = build.render_gomod(build.METALLB, "module go.universe.tf/metallb\n\ngo 1.24.0\n")
+    assert gomod.splitlines()[0] == "module lbconform.local/build/metallb-v0.15.2"
+    assert "go 1.24.0" in gomod and "require go.universe.tf/metallb v0.15.2" in gomod
+    assert "tool go.universe.tf/metallb/controller" in gomod and "replace" not in gomod
+    assert build.METALLB.module_dir(Path("/c")) != build.KUBERNETES.module_dir(Path("/c"))
+
+
+def test_an_artifact_is_built_only_with_its_upstream_files(tmp_path: Path) -> None:
+    art = build.METALLB
+    bindir = art.bin_dir(tmp_path)
+    bindir.mkdir(parents=True)
+    for name in art.commands:
+        (bindir / name).write_text("")
+    (bindir / ".complete").write_text("{}")
+    assert not art.is_built(tmp_path)
+    with pytest.raises(BuildError, match="lbconform lab build --with metallb"):
+        build.file(build.METALLB_MANIFEST, tmp_path)
+    (bindir / build.METALLB_MANIFEST).write_text("kind: Namespace\n")
+    assert art.is_built(tmp_path)
+    assert build.file(build.METALLB_MANIFEST, tmp_path) == bindir / build.METALLB_MANIFEST

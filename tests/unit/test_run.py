@@ -97,3 +97,17 @@ def test_pytest_argv_carries_every_choice() -> None:
         assert pair in pairs, pair
     assert "--implementation-version" not in argv
     assert argv[-2:] == ["-k", "x"]
+
+
+def test_a_lab_provider_must_meet_the_load_balancer_the_lab_runs() -> None:
+    from lbconform.errors import UsageError
+    from lbconform.target import check_lab_lb, lab_lb_for
+
+    check_lab_lb("lab", "reference")
+    check_lab_lb("metallb", "metallb")
+    check_lab_lb("generic", "metallb")  # a provider the lab does not run is the user's choice
+    with pytest.raises(UsageError, match="runs the metallb load balancer, not reference: use --provider"):
+        check_lab_lb("lab", "metallb")
+    with pytest.raises(UsageError, match="--lb metallb"):
+        check_lab_lb("metallb", "reference")
+    assert [lab_lb_for(p) for p in ("metallb", "lab", "kind")] == ["metallb", "reference", "reference"]

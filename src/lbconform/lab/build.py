@@ -21,11 +21,12 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
-from lbconform.errors import BuildError
+from lbconform.errors import BuildError, UsageError
 from lbconform.lab import versions
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ class Artifact:
 
     An artifact with a ``source`` is the project's own: its commands' Go source is the
     directory's ``*.go`` files, built inside ``build_in``'s module rather than a module of its own.
+    ``files`` are upstream files the lab needs beside the binaries (a manifest), by name, with
+    their path inside the module: copied from the module download with the binaries, so that a
+    built artifact never needs Go or the module cache again.
     """
 
     key: str
@@ -58,6 +62,7 @@ class Artifact:
     commands: Mapping[str, str]
     source: Path | None = None
     build_in: Artifact | None = None
+    files: Mapping[str, str] = field(default_factory=dict)
 
     def bin_dir(self, root: Path) -> Path:
         return root / "bin" / self.key
@@ -78,7 +83,8 @@ class Artifact:
 
     def is_built(self, root: Path) -> bool:
         stamp = self.bin_dir(root) / ".complete"
-        if not (stamp.is_file() and all((self.bin_dir(root) / n).is_file() for n in self.commands)):
+        wanted = [*self.commands, *self.files]
+        if not (stamp.is_file() and all((self.bin_dir(root) / n).is_file() for n in wanted)):
             return False
         if self.source is None:
             return True
@@ -118,6 +124,28 @@ LAB_KUBELET = Artifact(
 )
 #: In build order: the project's own commands build inside the Kubernetes module.
 ARTIFACTS = (ETCD, KUBERNETES, LAB_KUBELET)
+#: MetalLB's own installation manifest (CRDs, RBAC, controller, speaker), as upstream ships it.
+METALLB_MANIFEST: Final = "metallb-native.yaml"
+#: MetalLB's controller and speaker, in a build module of their own: its go.mod pins k8s.io
+#: modules (v0.33) and a controller-runtime built against them, which the Kubernetes module's
+#: v0.36 would lift.
+METALLB = Artifact(
+    key=f"metallb-{versions.METALLB_VERSION}",
+    module="go.universe.tf/metallb",
+    version=versions.METALLB_VERSION,
+    commands=versions.METALLB_COMMANDS,
+    files={METALLB_MANIFEST: "config/manifests/metallb-native.yaml"},
+)
+#: Built only when asked (``lbconform lab build --with NAME``): the lab runs without them.
+OPTIONAL: Mapping[str, tuple[Artifact, ...]] = {"metallb": (METALLB,)}
+
+
+def artifacts(with_: Sequence[str] = ()) -> tuple[Artifact, ...]:
+    """The lab's artifacts, in build order, then the optional ones named in ``with_``."""
+    unknown = sorted(set(with_) - set(OPTIONAL))
+    if unknown:
+        raise UsageError(f"--with {unknown[0]}: the lab can also build {', '.join(OPTIONAL)}")
+    return ARTIFACTS + tuple(a for name in OPTIONAL if name in with_ for a in OPTIONAL[name])
 
 
 def binary(name: str, root: Path | None = None) -> Path:
@@ -128,6 +156,24 @@ def binary(name: str, root: Path | None = None) -> Path:
             if not art.is_built(root):
                 raise BuildError(f"{name} is not built yet: run 'lbconform lab build'")
             return art.bin_dir(root) / name
+    for option, arts in OPTIONAL.items():
+        for art in arts:
+            if name in art.commands:
+                if not art.is_built(root):
+                    raise BuildError(f"{name} is not built yet: run 'lbconform lab build --with {option}'")
+                return art.bin_dir(root) / name
+    raise KeyError(name)
+
+
+def file(name: str, root: Path | None = None) -> Path:
+    """The path of an upstream file an artifact keeps beside its binaries (see ``Artifact.files``)."""
+    for option, arts in [("", ARTIFACTS), *OPTIONAL.items()]:
+        for art in arts:
+            if name in art.files:
+                if not art.is_built(root or cache_root()):
+                    with_ = f" --with {option}" if option else ""
+                    raise BuildError(f"{name} is not in the cache yet: run 'lbconform lab build{with_}'")
+                return art.bin_dir(root or cache_root()) / name
     raise KeyError(name)
 
 
@@ -218,16 +264,18 @@ class Builder:
         self.root = root or cache_root()
         self.progress = progress or (lambda msg: log.info("%s", msg))
 
-    def build_all(self) -> list[Path]:
-        """Build whatever is missing; a second call does nothing. Returns the binary dirs."""
-        missing = [a for a in ARTIFACTS if not a.is_built(self.root)]
+    def build_all(self, with_: Sequence[str] = ()) -> list[Path]:
+        """Build whatever is missing of the lab's artifacts and the optional ones named in
+        ``with_``; a second call does nothing. Returns the binary dirs."""
+        wanted = artifacts(with_)
+        missing = [a for a in wanted if not a.is_built(self.root)]
         if not missing:
             self.progress(f"binaries already built in {self.root / 'bin'}")
-            return [a.bin_dir(self.root) for a in ARTIFACTS]
+            return [a.bin_dir(self.root) for a in wanted]
         go, _ = find_go()
         for art in missing:
             self._build(go, art)
-        return [a.bin_dir(self.root) for a in ARTIFACTS]
+        return [a.bin_dir(self.root) for a in wanted]
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -255,8 +303,9 @@ class Builder:
             raise BuildError(f"{what} failed (go {' '.join(args[:2])}): {detail}")
         return "\n".join(tail)
 
-    def _upstream(self, go: str, art: Artifact, cwd: Path) -> tuple[str, str, str]:
-        """The upstream go.mod text, commit hash and release time of the artifact's module."""
+    def _upstream(self, go: str, art: Artifact, cwd: Path) -> tuple[str, str, str, Path]:
+        """The upstream go.mod text, commit hash, release time and download directory of the
+        artifact's module."""
         out = subprocess.run(
             [go, "mod", "download", "-json", f"{art.module}@{art.version}"],
             cwd=cwd, env=self._env(), capture_output=True, text=True, check=False,
@@ -269,21 +318,22 @@ class Builder:
         meta = json.loads(out.stdout)
         info = json.loads(Path(meta["Info"]).read_text())
         commit = info.get("Origin", {}).get("Hash", "")
-        return Path(meta["GoMod"]).read_text(), commit, info.get("Time", "")
+        return Path(meta["GoMod"]).read_text(), commit, info.get("Time", ""), Path(meta["Dir"])
 
-    def _prepare_module(self, go: str, art: Artifact) -> tuple[str, str]:
-        """Write the artifact's build module and resolve it; its upstream commit and release time."""
+    def _prepare_module(self, go: str, art: Artifact) -> tuple[str, str, Path]:
+        """Write the artifact's build module and resolve it; its upstream commit, release time and
+        download directory."""
         moddir = art.module_dir(self.root)
         moddir.mkdir(parents=True, exist_ok=True)
         self.progress(f"{art.key}: resolving {art.module}@{art.version}")
-        upstream, commit, date = self._upstream(go, art, moddir)
+        upstream, commit, date, srcdir = self._upstream(go, art, moddir)
         replacements = (
             staging_replacements(upstream, art.version) if art is KUBERNETES else None
         )
         (moddir / "go.mod").write_text(render_gomod(art, upstream, replacements))
         self.progress(f"{art.key}: downloading modules")
         self._go(go, ["mod", "tidy"], moddir, f"{art.key}: go mod tidy")
-        return commit, date
+        return commit, date, srcdir
 
     def stage_source(self, art: Artifact) -> Path:
         """Make an own artifact's command directory in its build module hold exactly its Go source
@@ -307,9 +357,9 @@ class Builder:
         if art.build_in is not None:
             self._build_own(go, art, art.build_in)
             return
-        commit, date = self._prepare_module(go, art)
+        commit, date, srcdir = self._prepare_module(go, art)
         ldflags = "-s -w " + (version_ldflags(art.version, commit, date) if art is KUBERNETES else "")
-        self._compile(go, art, ldflags, {"version": art.version, "commit": commit})
+        self._compile(go, art, ldflags, {"version": art.version, "commit": commit}, srcdir)
 
     def _build_own(self, go: str, art: Artifact, host: Artifact) -> None:
         if not (art.module_dir(self.root) / "go.mod").is_file():
@@ -320,7 +370,8 @@ class Builder:
         self._go(go, ["mod", "tidy"], art.module_dir(self.root), f"{art.key}: go mod tidy")
         self._compile(go, art, "-s -w", {"version": art.version, "source": art.source_digest()})
 
-    def _compile(self, go: str, art: Artifact, ldflags: str, stamp: Mapping[str, str]) -> None:
+    def _compile(self, go: str, art: Artifact, ldflags: str, stamp: Mapping[str, str],
+                 srcdir: Path | None = None) -> None:
         moddir = art.module_dir(self.root)
         staging = art.bin_dir(self.root).with_name(art.key + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
@@ -339,6 +390,11 @@ class Builder:
                 built.rename(staging / name)
             if not (staging / name).is_file():
                 raise BuildError(f"{art.key}: go build made no {name} from {pkg}")
+        for name, inside in art.files.items():
+            source = (srcdir or Path("/nonexistent")) / inside
+            if not source.is_file():
+                raise BuildError(f"{art.key}: {art.module}@{art.version} has no {inside}")
+            shutil.copyfile(source, staging / name)
         (staging / ".complete").write_text(json.dumps(stamp))
         final = art.bin_dir(self.root)
         shutil.rmtree(final, ignore_errors=True)

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from lbconform.errors import LabError, UsageError
 from lbconform.kube.rawapi import Json, RawApi, api_client
-from lbconform.lab import build, controlplane, network, procs
+from lbconform.lab import build, controlplane, metallb, network, procs
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.api import PORT as LB_API_PORT
@@ -49,6 +49,11 @@ LB_READY_SECONDS: Final = 30.0
 LB_USER: Final = "lbconform:lab-lb"
 
 REQUIRED_TOOLS: Final = {"ip": "iproute2", "nft": "nftables", "conntrack": "conntrack"}
+
+#: The lab's load balancers (``lab up --lb``): this project's reference LB, or MetalLB as upstream
+#: ships it (built with ``lab build --with metallb``).
+REFERENCE_LB, METALLB = "reference", "metallb"
+LBS: Final = (REFERENCE_LB, METALLB)
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -125,7 +130,7 @@ class Lab:
         self.progress = progress or (lambda msg: log.info("%s", msg))
 
     # --- checks before anything is made ---------------------------------------------------
-    def preflight(self, nodes: list[topo.Node], api_port: int) -> None:
+    def preflight(self, nodes: list[topo.Node], api_port: int, lb: str = REFERENCE_LB) -> None:
         if os.geteuid() != 0:
             raise UsageError("the lab needs root (network namespaces, nftables): run it as root")
         for tool, package in REQUIRED_TOOLS.items():
@@ -150,6 +155,8 @@ class Lab:
             )
         if not build.binaries_built():
             build.find_go()
+        if lb == METALLB and not build.METALLB.is_built(build.cache_root()):
+            raise UsageError("MetalLB is not built: run 'lbconform lab build --with metallb', then retry")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             # The forward binds with SO_REUSEADDR too: a previous lab's TIME_WAIT is no conflict.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -162,22 +169,35 @@ class Lab:
 
     # --- up ------------------------------------------------------------------------------
     def up(self, node_count: int = 3, api_port: int = DEFAULT_API_PORT,
-           lb_defects: tuple[str, ...] = (), lb_mode: str = "node") -> BootReport:
+           lb_defects: tuple[str, ...] = (), lb_mode: str | None = None,
+           lb: str = REFERENCE_LB) -> BootReport:
+        """Boot a lab. ``lb_mode`` and ``lb_defects`` are the reference LB's; with ``lb`` metallb
+        the lab runs MetalLB instead, which has neither."""
         nodes = topo.nodes(node_count)
         if not 1024 <= api_port <= 65535:
             raise UsageError(f"--api-port must be between 1024 and 65535, not {api_port}")
+        if lb not in LBS:
+            raise UsageError(f"--lb {lb!r}: the lab's load balancers are {', '.join(LBS)}")
+        if lb != REFERENCE_LB and lb_defects:
+            raise UsageError(f"--lb-defect: defects belong to the reference LB; the lab runs {lb} as "
+                             "upstream ships it (drop --lb-defect, or use --lb reference)")
+        if lb != REFERENCE_LB and lb_mode is not None:
+            raise UsageError(f"--lb-mode: modes belong to the reference LB; {lb} has none here "
+                             "(drop --lb-mode)")
+        lb_mode = lb_mode or "node"
         if lb_mode not in MODES:
             raise UsageError(f"--lb-mode must be one of {', '.join(MODES)}, not {lb_mode!r}")
         unknown = sorted(set(lb_defects) - set(DEFECTS))
         if unknown:
             raise UsageError(f"unknown LB defect {unknown[0]!r}: the lab knows {', '.join(DEFECTS)}")
-        self.preflight(nodes, api_port)
+        self.preflight(nodes, api_port, lb)
         report = BootReport()
         if not build.binaries_built():
             with self._phase(report, "build"):
                 build.Builder(progress=self.progress).build_all()
         self.dir.root.mkdir(parents=True, exist_ok=True)
-        state = LabState(nodes=node_count, api_port=api_port, lb_mode=lb_mode, lb_defects=list(lb_defects))
+        state = LabState(nodes=node_count, api_port=api_port, lb=lb, lb_mode=lb_mode,
+                         lb_defects=list(lb_defects))
         self.dir.write(state)
         try:
             self._boot(state, nodes, report)
@@ -212,7 +232,7 @@ class Lab:
                 state.namespaces.append(name)
                 self.dir.write(state)
 
-            network.build(nodes, record)
+            network.build(nodes, record, vips_on_link=state.lb == METALLB)
         f = topo.FABRIC_NS
         with self._phase(report, "etcd"):
             etcd = self._spawn(state, "etcd", controlplane.etcd_args(build.binary("etcd"), self.dir), f)
@@ -233,12 +253,16 @@ class Lab:
                 certs), f)
             self._spawn(state, "kube-scheduler", controlplane.scheduler_args(
                 build.binary("kube-scheduler"), kcfg / "kube-scheduler.kubeconfig"), f)
-        with self._phase(report, "load balancer"):
-            self._start_lb(state)
+        if state.lb == REFERENCE_LB:
+            with self._phase(report, "load balancer"):
+                self._start_lb(state)
         with self._phase(report, "nodes"):
             for node in nodes:
                 self._start_agent(state, node)
             self._wait_nodes_ready(state, nodes, NODES_READY_SECONDS)
+        if state.lb == METALLB:
+            with self._phase(report, "metallb"):
+                metallb.install(self.api(), self.dir.kubeconfig, len(nodes), self.progress)
         state.ready = True
         self.dir.write(state)
 

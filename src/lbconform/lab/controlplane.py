@@ -78,6 +78,9 @@ def apiserver_args(binary: Path, certs: Certs) -> list[str]:
         f"--kubelet-client-key={certs.kubelet_client_key}",
         f"--kubelet-certificate-authority={certs.ca}",
         "--kubelet-preferred-address-types=InternalIP",
+        # Webhooks and CRD conversion are called on a ready endpoint's pod IP, not the Service's
+        # ClusterIP: the apiserver's namespace routes to pods but runs no kube-proxy.
+        "--enable-aggregator-routing=true",
         f"--service-cluster-ip-range={topo.SERVICE_CIDR}",
         "--service-node-port-range=30000-32767",
         "--authorization-mode=Node,RBAC",

@@ -27,8 +27,13 @@ def plan(nodes: list[topo.Node]) -> list[str]:
     return [topo.FABRIC_NS, topo.LB_NS, topo.CLIENT_NS, *(n.netns for n in nodes)]
 
 
-def build(nodes: list[topo.Node], record: Record) -> None:
-    """Make the namespaces and links; ``record`` is called with each name before it is made."""
+def build(nodes: list[topo.Node], record: Record, vips_on_link: bool = False) -> None:
+    """Make the namespaces and links; ``record`` is called with each name before it is made.
+
+    With ``vips_on_link`` the VIP range is on the fabric itself, for an implementation whose
+    nodes answer ARP for the VIPs (MetalLB layer 2): ``lbc-lb`` and the fabric then ask who has
+    a VIP rather than route it to the reference LB.
+    """
     for name in plan(nodes):
         record(name)
         ns.add_netns(name)
@@ -36,14 +41,19 @@ def build(nodes: list[topo.Node], record: Record) -> None:
     ns.ip(f, "link", "add", topo.FABRIC_BRIDGE, "type", "bridge")
     ns.ip(f, "link", "set", topo.FABRIC_BRIDGE, "up")
     ns.addr(f, topo.FABRIC_BRIDGE, f"{topo.APISERVER_IP}/{topo.FABRIC_PREFIXLEN}")
-    for via_lb in (topo.CLIENT_CIDR, topo.VIP_CIDR):
-        ns.route_replace(f, via_lb, "via", topo.LB_FABRIC_IP)
+    ns.route_replace(f, topo.CLIENT_CIDR, "via", topo.LB_FABRIC_IP)
+    if vips_on_link:
+        ns.route_replace(f, topo.VIP_CIDR, "dev", topo.FABRIC_BRIDGE)
+    else:
+        ns.route_replace(f, topo.VIP_CIDR, "via", topo.LB_FABRIC_IP)
 
     _fabric_leg(topo.LB_NS, "fab-lb", topo.LB_FABRIC_IP)
     ns.veth(topo.LB_NS, "eth1", topo.CLIENT_NS, "eth0")
     ns.addr(topo.LB_NS, "eth1", f"{topo.LB_CLIENT_IP}/24")
     ns.addr(topo.CLIENT_NS, "eth0", f"{topo.CLIENT_IP}/24")
     ns.route_replace(topo.CLIENT_NS, "default", "via", topo.LB_CLIENT_IP)
+    if vips_on_link:
+        ns.route_replace(topo.LB_NS, topo.VIP_CIDR, "dev", "eth0")  # its fabric leg
 
     for node in nodes:
         _fabric_leg(node.netns, node.fabric_port, node.ip)

@@ -14,6 +14,10 @@ KUBERNETES_VERSION: Final = "v1.36.3"
 #: etcd server, built from its own module: >= 3.5.13 is needed for RequestWatchProgress.
 ETCD_VERSION: Final = "v3.6.16"
 
+#: MetalLB, the first load balancer the lab hosts that this project did not write (layer 2
+#: mode); v0.15.2's whole module graph resolves through the proxy, v0.16.2's does not.
+METALLB_VERSION: Final = "v0.15.2"
+
 #: The Go release the pinned Kubernetes module asks for (its go.mod's ``go`` line).
 MINIMUM_GO: Final = (1, 26)
 
@@ -29,3 +33,10 @@ KUBERNETES_COMMANDS: Final = {
 
 #: Commands built from the etcd server module, by binary name.
 ETCD_COMMANDS: Final = {"etcd": "go.etcd.io/etcd/server/v3"}
+
+#: Commands built from MetalLB's module, by binary name (prefixed: "controller" alone would
+#: name nothing in particular in the lab's cache).
+METALLB_COMMANDS: Final = {
+    "metallb-controller": "go.universe.tf/metallb/controller",
+    "metallb-speaker": "go.universe.tf/metallb/speaker",
+}

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from lbconform.config import Timeouts
 from lbconform.errors import UsageError
@@ -28,6 +28,10 @@ class NotSupported(Exception):
     """The provider cannot observe or do this; tests that need it report *not supported*."""
 
 
+#: Beyond a health-checked LB's time to unhealthy and one interval: a second for its data plane.
+DETECTION_SLACK_SECONDS: Final = 1.0
+
+
 @dataclass(frozen=True)
 class Declared:
     """Values the implementation's documentation promises, in seconds where they are times.
@@ -35,6 +39,9 @@ class Declared:
     ``health_checks`` is False where the implementation has none of its own (MetalLB): the
     interval and thresholds are then 0 and mean nothing, and a datasheet shows "none".
     ``idle_timeout`` is None where it has no idle timeout of its own.
+    ``node_failure_detection`` is how long after a node dies the implementation may still send
+    it new connections, where it says so itself (MetalLB: memberlist, not a health check); None
+    means it follows from the health checks (see ``node_failure_window``).
     """
 
     health_check_interval: float
@@ -43,6 +50,16 @@ class Declared:
     idle_timeout: float | None
     notes: dict[str, str] = field(default_factory=dict)
     health_checks: bool = True
+    node_failure_detection: float | None = None
+
+    @property
+    def node_failure_window(self) -> float:
+        """Seconds after a node's death within which new connections may still fail: the declared
+        detection time, else the time to unhealthy plus one more interval (a check may start just
+        before the death) and ``DETECTION_SLACK_SECONDS`` for the data plane to apply it."""
+        if self.node_failure_detection is not None:
+            return self.node_failure_detection
+        return self.time_to_unhealthy + self.health_check_interval + DETECTION_SLACK_SECONDS
 
     @property
     def time_to_unhealthy(self) -> float:

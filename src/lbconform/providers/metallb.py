@@ -39,6 +39,10 @@ from lbconform.providers.base import Declared, NotSupported, PoolMember, Provide
 from lbconform.providers.support import cluster_nodes, require_api
 
 GROUP_VERSION = "metallb.io/v1beta1"
+#: Layer 2 failover: "If you encounter a situation where layer 2 mode failover is slow (more than
+#: about 10s), please file a bug" (MetalLB concepts, layer 2 mode, limitations). memberlist's LAN
+#: defaults (1 s probes, 4 s suspicion on up to 9 nodes) are where most of it goes.
+NODE_FAILOVER_SECONDS = 10.0
 L2_STATUSES, BGP_STATUSES = "servicel2statuses", "servicebgpstatuses"
 
 
@@ -72,7 +76,7 @@ class MetalLBProvider(Provider):
     def declared(self) -> Declared:
         return Declared(
             health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0, idle_timeout=None,
-            health_checks=False,
+            health_checks=False, node_failure_detection=NODE_FAILOVER_SECONDS,
             notes={"source": "MetalLB concepts (metallb.io/concepts): address allocation and L2/BGP "
                              "announcement only; no health checks, no connection tracking of its own",
                    "failover": "layer 2: memberlist detects a dead speaker and another node announces"})

@@ -18,8 +18,15 @@ AGNHOST_IMAGE = "registry.k8s.io/e2e-test-images/agnhost"
 PAUSE_IMAGE = "registry.k8s.io/pause"
 LOCUST_IMAGE = "locustio/locust"
 KUBECTL_IMAGE = "registry.k8s.io/kubectl"
+#: Images whose entrypoint is one built binary (``lbconform lab build --with ...``), by
+#: repository: the entrypoint's path in the image, and the binary. Any tag runs the build's
+#: version, which the pod's imageID names.
+ENTRYPOINT_IMAGES = {
+    "quay.io/metallb/controller": ("/controller", "metallb-controller"),
+    "quay.io/metallb/speaker": ("/speaker", "metallb-speaker"),
+}
 
-KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE, KUBECTL_IMAGE)
+KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE, KUBECTL_IMAGE, *ENTRYPOINT_IMAGES)
 
 
 class UnknownImage(Exception):
@@ -68,6 +75,13 @@ def resolve(image: str, command: Sequence[str], args: Sequence[str]) -> Program:
         if argv[0] in ("kubectl", "/bin/kubectl", "/usr/local/bin/kubectl"):
             argv[0] = kubectl
         return Program(argv, f"lab://kubectl@{kubectl}")
+    if repo in ENTRYPOINT_IMAGES:
+        entrypoint, name = ENTRYPOINT_IMAGES[repo]
+        binary = str(build.binary(name))
+        argv = [*command, *args] if command else [binary, *args]
+        if argv[0] == entrypoint:
+            argv[0] = binary
+        return Program(argv, f"lab://{name}@{binary}")
     raise UnknownImage(
         f"the lab cannot run image {image!r}: it runs {', '.join(KNOWN_IMAGES)}"
     )

@@ -1,0 +1,121 @@
+"""MetalLB in the lab: a load balancer this project did not write, as upstream ships it.
+
+``lab up --lb metallb`` boots the lab without the reference LB, applies MetalLB's own manifest
+and hands it the VIP range in layer-2 mode. The client's router finds a VIP by ARP, the
+announcing speaker answers, and when that node dies memberlist moves the VIP to another node.
+Bad input is refused in one line before anything is made.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lbconform.kube.manifests import Applier
+from lbconform.kube.tweaks import one_per_node
+from lbconform.lab import build, metallb
+from lbconform.lab import netns as ns
+from lbconform.lab import topology as topo
+from lbconform.lab.cluster import Lab
+from lbconform.providers.base import ServiceRef
+from lbconform.providers.metallb import MetalLBProvider
+from lbconform.wait import poll_until
+from tests.lab.helpers import client_get, deploy_backend, wait_for_vip
+from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
+
+#: MetalLB assigns and announces within seconds of the Service; this bounds a lab under load.
+VIP_SECONDS = 30.0
+
+
+def mac_of(netns: str, dev: str) -> str:
+    return ns.ip(netns, "-o", "link", "show", dev).split("link/ether ")[1].split()[0]
+
+
+def neighbour_mac(address: str) -> str:
+    """The MAC the client's router has learnt by ARP for ``address`` ("" when it has none)."""
+    out = ns.ip(topo.LB_NS, "neigh", "show", address)
+    return out.split("lladdr ")[1].split()[0] if "lladdr " in out else ""
+
+
+def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab) -> None:
+    """MetalLB's pool gives the Service its address, the client reaches it through the node whose
+    speaker answered ARP (the node MetalLB names in its ServiceL2Status), a killed announcing
+    node's VIP answers from another node within MetalLB's declared failover time, and ``lab down``
+    leaves nothing."""
+    if not build.METALLB.is_built(build.cache_root()):
+        pytest.fail("MetalLB is not built: the README's commands build it "
+                    "('lbconform lab build --with metallb')")
+    before = root_namespace_snapshot()
+    no_lab.up(lb="metallb")
+    state = no_lab.dir.read()
+    assert state.lb == "metallb", state.lb
+    assert "lb" not in state.processes, "the reference LB must not run beside MetalLB"
+    api = no_lab.api()
+    namespace = Applier(api, None).create({"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": "metallb-test"}})["metadata"]["name"]
+    deploy_backend(Applier(api, namespace), one_per_node)
+    vip = wait_for_vip(api, namespace, timeout=VIP_SECONDS)
+    assert metallb.in_vip_range(vip), f"{vip} is not in MetalLB's pool {metallb.POOL_RANGE}"
+
+    provider = MetalLBProvider()
+    provider.configure(api, {})
+
+    def announcer() -> str:
+        pool = provider.backend_pool(ServiceRef(namespace, "backend"))
+        return pool[0].name if len(pool) == 1 else ""
+
+    node = topo.node_by_name(poll_until(announcer, timeout=VIP_SECONDS, interval=0.2,
+                                        description="one ServiceL2Status naming the announcing node"),
+                             state.nodes)
+    status, body = poll_until(lambda: client_get(vip, 80, "/hostname"), timeout=VIP_SECONDS, interval=0.2,
+                              retry_on=(OSError,), description=f"{vip} to answer the client")
+    assert status == 200 and body.startswith("backend-")
+    assert neighbour_mac(vip) == mac_of(node.netns, "eth0"), (
+        f"the client's router reaches {vip} through another node than the announcing {node.name}")
+
+    window = provider.declared().node_failure_window
+    no_lab.kill_node(node.name)
+    killed = time.monotonic()
+    poll_until(lambda: client_get(vip, 80, "/hostname", timeout=0.5)[0] == 200, timeout=2 * window,
+               interval=0.1, retry_on=(OSError,), description=f"{vip} to answer again after {node.name} died")
+    moved_after = time.monotonic() - killed
+    survivors = {mac_of(n.netns, "eth0"): n.name for n in topo.nodes(state.nodes) if n != node}
+    assert neighbour_mac(vip) in survivors, f"{vip} answers, but not through a surviving node"
+    assert moved_after <= window, (f"{vip} answered again {moved_after:.1f}s after {node.name} died, "
+                                   f"beyond MetalLB's declared {window:g}s")
+
+    assert no_lab.down() is True
+    assert_nothing_left(no_lab.dir, before)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--lb", "nope"], "--lb 'nope': the lab's load balancers are reference, metallb"),
+    (["--lb", "metallb", "--lb-defect", "ignore-health"], "defects belong to the reference LB"),
+    (["--lb", "metallb", "--lb-mode", "pod"], "modes belong to the reference LB"),
+])
+def test_bad_lb_choices_are_refused_in_one_line_before_anything_is_made(
+        no_lab: Lab, args: list[str], says: str) -> None:
+    before = root_namespace_snapshot()
+    assert says in one_line_error(cli("lab", "up", *args))
+    assert_nothing_left(no_lab.dir, before)
+
+
+def test_metallb_before_its_build_names_the_build_command(no_lab: Lab, tmp_path: Path) -> None:
+    """With a cache that has the lab's binaries but not MetalLB's, ``lab up --lb metallb`` says
+    how to build it, and makes nothing."""
+    cache = tmp_path / "cache"
+    for art in build.ARTIFACTS:
+        (cache / "bin").mkdir(parents=True, exist_ok=True)
+        (cache / "bin" / art.key).symlink_to(art.bin_dir(build.cache_root()))
+    before = root_namespace_snapshot()
+    env = dict(os.environ, LBCONFORM_CACHE=str(cache), LBCONFORM_LAB_DIR=str(no_lab.dir.root))
+    error = one_line_error(cli("lab", "up", "--lb", "metallb", env=env))
+    assert "lbconform lab build --with metallb" in error
+    assert_nothing_left(no_lab.dir, before)
+    assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout == ""
