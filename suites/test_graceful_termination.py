@@ -44,7 +44,7 @@ def test_rolling_update_fails_no_request(make_backends: MakeBackends, make_servi
     order = Ordering.correct(provider.declared_for(policy))
     backends = make_backends(*order.tweaks(), kind=kind)
     lb = make_service(tweaks.traffic_policy(policy))
-    lb.wait_for_backends(backends.names())
+    lb.wait_for_backends(lb.answering_backends(backends))
     lb.wait_for_settled_pool(backends)
     result = traffic.through(lb, RATE, lambda t: backends.roll(lb.target.timeouts.rollout, t))
     order.record(measure)
