@@ -23,7 +23,7 @@ def test_client_source_ip_preserved(make_backends: MakeBackends, make_service: M
     """Backends see the client's own address as the source of its connections."""
     backends = make_backends()
     lb = make_service(tweaks.traffic_policy_local)
-    lb.wait_for_backends(backends.names())
+    lb.wait_for_backends(lb.answering_backends(backends))
     lb.must_keep_client_address()
     for _ in range(checks.SUCCESSES):
         seen, sent_from = client.source_seen(lb.vip, lb.port())
@@ -36,7 +36,7 @@ def test_only_nodes_with_local_endpoint_get_traffic(make_backends: MakeBackends,
     node without one, where kube-proxy would drop it)."""
     backends = make_backends(tweaks.one_per_node, replicas=len(target.node_addresses()) - 1)
     lb = make_service(tweaks.traffic_policy_local)
-    lb.wait_for_backends(backends.names())
+    lb.wait_for_backends(lb.answering_backends(backends))
     answers = [checks.answer_or_failure(client, lb.vip, lb.port()) for _ in range(CONNECTIONS)]
     assert set(answers) <= backends.names(), answers
 
@@ -59,14 +59,14 @@ def test_health_check_node_port_reports_local_endpoints(make_backends: MakeBacke
 def test_switching_policy_back_and_forth(make_backends: MakeBackends, make_service: MakeService,
                                          client: Client) -> None:
     """Cluster -> Local -> Cluster -> Local: the health check port comes and goes, every backend
-    answers after each switch, and the client's address is kept after each switch to Local (unless
-    the ingress is ipMode Proxy)."""
+    answers after each switch (under Local, every one the LB's entry reaches), and the client's
+    address is kept after each switch to Local (unless the ingress is ipMode Proxy)."""
     backends = make_backends()
     lb = make_service(tweaks.traffic_policy_cluster)
     lb.wait_for_backends(backends.names())
     for policy in ("Local", "Cluster", "Local"):
         lb.update(tweaks.traffic_policy(policy))
         assert (lb.health_check_node_port() is not None) == (policy == "Local")
-        lb.wait_for_backends(backends.names())
+        lb.wait_for_backends(lb.answering_backends(backends))
         if policy == "Local" and not lb.proxied():
             checks.wait_for_source_kept(client, lb.vip, lb.port(), lb.target.timeouts.lb_propagation)

@@ -209,7 +209,7 @@ def cmd_bench_traffic(args: argparse.Namespace) -> int:
 def cmd_bench_lab(args: argparse.Namespace) -> int:
     from lbconform.lab.bench import bench_lab
 
-    return bench_lab(nodes=args.nodes, rounds=args.rounds, say=_say)
+    return bench_lab(nodes=args.nodes, rounds=args.rounds, say=_say, lb=args.lb)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -313,6 +313,8 @@ def parser() -> argparse.ArgumentParser:
     bl = bench.add_parser("lab", help="boot time and memory of the lab")
     bl.add_argument("--nodes", type=int, default=3)
     bl.add_argument("--rounds", type=int, default=3)
+    bl.add_argument("--lb", default=REFERENCE_LB, metavar="NAME",
+                    help=f"also measure the lab with this LB ({', '.join(LBS)}), beside the reference-LB lab")
     bl.set_defaults(func=cmd_bench_lab)
     bt = bench.add_parser("traffic", help="the traffic engines beside wrk, against a lab VIP")
     bt.add_argument("--connections", type=int, default=10_000, help="long-lived connections to hold")

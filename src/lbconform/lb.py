@@ -16,7 +16,7 @@ from lbconform.kube import objects
 from lbconform.kube.jig import ServiceJig
 from lbconform.kube.rawapi import Json
 from lbconform.kube.workload import Workload
-from lbconform.providers.base import NODE_POOL, NotSupported, PoolMember, ServiceRef
+from lbconform.providers.base import ENTRY_ONE_NODE, NODE_POOL, Declared, NotSupported, PoolMember, ServiceRef
 from lbconform.target import Target
 from lbconform.traffic import checks
 from lbconform.wait import LbWaitTimeout, NotYet, poll_until
@@ -101,19 +101,47 @@ class LoadBalancer:
     def wait_for_healthy(self, want: set[str], timeout: float | None = None) -> float:
         """Wait until the healthy set is ``want`` (within health_transition unless told); returns
         the monotonic time it was seen."""
+        return self._wait_for_healthy_set(lambda healthy: healthy == want, f"to be {sorted(want)}",
+                                          timeout or self.target.timeouts.health_transition)
+
+    def _wait_for_healthy_set(self, matches: Callable[[set[str]], bool], what: str, timeout: float) -> float:
         seen: dict[str, float] = {}
 
-        def matches() -> bool | NotYet:
+        def probe() -> bool | NotYet:
             healthy = self.healthy()
-            if healthy == want:
+            if matches(healthy):
                 seen["at"] = time.monotonic()
                 return True
             return NotYet(sorted(healthy))
 
-        poll_until(matches, timeout=timeout or self.target.timeouts.health_transition,
-                   interval=OBSERVE_INTERVAL, timeout_error=LbWaitTimeout,
-                   description=f"the LB's healthy set of {self.namespace}/{self.name} to be {sorted(want)}")
+        poll_until(probe, timeout=timeout, interval=OBSERVE_INTERVAL, timeout_error=LbWaitTimeout,
+                   description=f"the LB's healthy set of {self.namespace}/{self.name} {what}")
         return seen["at"]
+
+    # --- the implementation's declared model, applied to this Service ----------------------
+    def policy(self) -> str:
+        return str(self.service()["spec"].get("externalTrafficPolicy") or "Cluster")
+
+    def declared(self) -> Declared:
+        """What the provider declares for a Service of this one's traffic policy."""
+        return self.target.provider.declared_for(self.policy())
+
+    def one_entry_node(self) -> bool:
+        """Whether one announcing node takes all of this Service's traffic (a node pool whose
+        implementation declares ENTRY_ONE_NODE), rather than every node that may serve."""
+        return self.is_node_pool() and self.declared().entry == ENTRY_ONE_NODE
+
+    def answering_backends(self, backends: Workload) -> set[str]:
+        """The backends that new connections through the VIP reach: every one, except where one
+        announcing node takes the traffic under policy Local, which kube-proxy then delivers to
+        that node's own backends only. There the pool must be readable (it names the node)."""
+        if self.policy() != "Local" or not self.one_entry_node():
+            return backends.names()
+        self.wait_for_settled_pool(backends)
+        entry = self.healthy()
+        nodes = {name for name, ip in self.target.node_addresses().items() if ip in entry}
+        return {p["metadata"]["name"] for node, pods in backends.by_node().items() if node in nodes
+                for p in pods}
 
     def node_ips(self, names: set[str] | None = None) -> set[str]:
         """InternalIPs of the named nodes (all nodes by default)."""
@@ -157,9 +185,21 @@ class LoadBalancer:
                            description=f"ready endpoints of {self.namespace}/{self.name} on {want} nodes")
         return seen["at"], nodes
 
-    def wait_for_pool(self, want: set[str]) -> None:
-        """Wait until the addresses the LB sends to are ``want`` (a pool change: endpoint_lag)."""
-        self.wait_for_healthy(want, self.target.timeouts.endpoint_lag)
+    def wait_for_pool(self, eligible: set[str]) -> None:
+        """Wait until the addresses the LB sends to are what its declared entry makes of the
+        ``eligible`` ones (a pool change: endpoint_lag): all of them, or, where one announcing node
+        takes the traffic, exactly one of them."""
+        timeout = self.target.timeouts.endpoint_lag
+        if self.one_entry_node():
+            self._wait_for_healthy_set(lambda healthy: len(healthy) == 1 and healthy <= eligible,
+                                       f"to be one announcing node of {sorted(eligible)}", timeout)
+        else:
+            self.wait_for_healthy(eligible, timeout)
+
+    def pool_matches(self, eligible: set[str]) -> bool:
+        """Whether the pool now is what ``wait_for_pool(eligible)`` waits for."""
+        pool = {m.address for m in self.pool()}
+        return len(pool) == 1 and pool <= eligible if self.one_entry_node() else pool == eligible
 
     def endpoint_serving(self, pod: str) -> bool:
         """Whether the pod's endpoint is still in the Service's slices and serving."""
@@ -170,8 +210,9 @@ class LoadBalancer:
         return False
 
     def expected_pool(self, backends: Workload) -> set[str]:
-        """What the LB should send to: the ready pods (pod pool), every node (node pool, policy
-        Cluster), or the nodes with a ready pod (node pool, policy Local)."""
+        """What the LB may send to: the ready pods (pod pool), every node (node pool, policy
+        Cluster), or the nodes with a ready pod (node pool, policy Local). Where one announcing
+        node takes the traffic, its pool is one of these (``wait_for_pool``)."""
         if not self.is_node_pool():
             return backends.ips()
         if self.service()["spec"].get("externalTrafficPolicy") == "Local":

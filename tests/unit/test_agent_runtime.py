@@ -193,3 +193,47 @@ def test_http_pre_stop_is_sent_to_the_pod(tmp_path: Path, server: tuple[int, lis
     c.kill(10, _target(c))
     assert c.exit_code == 0
     assert len(codes) == 2, "the preStop GET did not arrive"
+
+
+def test_a_refused_read_of_a_volume_source_is_retried_not_the_end_of_the_pod(tmp_path: Path) -> None:
+    """A 403 (the node authorizer has not yet seen the pod that names the Secret), a 5xx or a broken
+    connection while a pod's volumes are made is a FailedMount to retry, as for the kubelet; the
+    pod worker lives on and mounts the volume once the read succeeds."""
+    from types import SimpleNamespace
+
+    import urllib3.exceptions
+
+    from lbconform.kube.rawapi import ApiError
+    from lbconform.lab.agent.objects import ObjectCache
+    from lbconform.lab.agent.pods import PodWorker
+    from lbconform.lab.topology import Node
+
+    answers: list[object] = [ApiError(403, "Forbidden", 'secrets "memberlist" is forbidden: no relationship'),
+                             urllib3.exceptions.ProtocolError("Connection aborted."),
+                             {"data": {"secretkey": "c2VjcmV0"}}]
+
+    class Api:
+        def get(self, path: str) -> object:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    events: list[tuple[str, str]] = []
+    agent = SimpleNamespace(
+        labdir=SimpleNamespace(sandboxes_dir=lambda node: tmp_path / "sandboxes"), node=Node(1),
+        nodedir=tmp_path, objects=ObjectCache(Api(), ttl=0.0), tokens=None, resources=None,
+        event=lambda pod, reason, message, kind: events.append((reason, message)))
+    pod = {"metadata": {"namespace": "metallb-system", "name": "speaker-x", "uid": "u1"},
+           "spec": {"hostNetwork": True, "containers": [{"name": "speaker", "image": "nope"}],
+                    "volumes": [{"name": "memberlist", "secret": {"secretName": "memberlist"}}]}}
+    worker = PodWorker(agent, pod)  # type: ignore[arg-type]
+    worker_ready = []
+    for _ in range(3):
+        worker._volumes_synced = 0.0
+        worker_ready.append(worker._volumes())
+        time.sleep(0.3)  # past the cache's re-read time of a failed read
+    assert worker_ready == [False, False, True]
+    assert [reason for reason, _ in events] == ["FailedMount", "FailedMount"]
+    assert "forbidden" in events[0][1]
+    assert (tmp_path / "volumes" / "u1" / "memberlist" / "secretkey").read_text() == "secret"

@@ -372,3 +372,45 @@ def test_chaos_run_of_a_node_experiment_is_refused_before_its_method(path: Path,
     assert run.hypothesis == {"disruption-allowed": None}
     refusals = [r for r in run.journal["rollbacks"] if r["activity"]["provider"]["module"] in NODE_MODULES]
     assert all(r["status"] == "failed" and "allow_disruptive" in r["exception"][-1] for r in refusals)
+
+
+def test_auto_traffic_starts_in_the_lab_client_namespace_whatever_lb_the_lab_runs(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A MetalLB lab's VIPs are routed only inside the lab: traffic to them must never start here."""
+    from types import SimpleNamespace
+
+    from lbconform.chaos.traffic import actions
+    from lbconform.lab.state import LabDir, LabState
+    from lbconform.lab.topology import CLIENT_NS
+
+    monkeypatch.setenv("LBCONFORM_LAB_DIR", str(tmp_path / "lab"))
+    labdir = LabDir()
+    labdir.root.mkdir()
+    labdir.write(LabState(nodes=3, api_port=16443, lb="metallb"))
+
+    def api(host: str) -> object:
+        return SimpleNamespace(api=SimpleNamespace(configuration=SimpleNamespace(host=host)))
+
+    metallb = {"lbconform_provider": "metallb"}
+    monkeypatch.setattr(actions, "kube_api", lambda: api("https://127.0.0.1:16443"))
+    assert actions.traffic_netns(actions.AUTO, metallb) == CLIENT_NS
+    assert actions.traffic_netns("elsewhere", metallb) == "elsewhere"
+    monkeypatch.setattr(actions, "kube_api", lambda: api("https://203.0.113.99:6443"))
+    assert actions.traffic_netns(actions.AUTO, metallb) == ""
+    assert actions.traffic_netns(actions.AUTO, {"lbconform_provider": "lab"}) == CLIENT_NS
+
+
+def test_traffic_to_a_lab_address_never_starts_outside_the_lab(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    from chaoslib.exceptions import ActivityFailed
+
+    from lbconform.chaos.traffic import actions
+    from lbconform.lab.state import LabDir, LabState
+
+    monkeypatch.setenv("LBCONFORM_LAB_DIR", str(tmp_path / "lab"))
+    assert not actions.inside_lab("198.18.0.10"), "no lab runs: the address is the user's"
+    LabDir().root.mkdir()
+    LabDir().write(LabState(nodes=3, api_port=16443, lb="metallb"))
+    assert actions.inside_lab("198.18.0.10") and not actions.inside_lab("192.0.2.7")
+    with pytest.raises(ActivityFailed, match=r"198\.18\.0\.10 is a lab address"):
+        actions.start_traffic(address="198.18.0.10", netns="", configuration={"lbconform_provider": "kind"})

@@ -542,3 +542,25 @@ def test_aws_backend_pool_through_the_sdk_calls(monkeypatch: pytest.MonkeyPatch)
     assert provider.backend_pool(ServiceRef("ns", "svc", ingress=NLB_DNS)) == [
         PoolMember("10.0.1.5", True, "node-a"), PoolMember("10.0.4.8", True, "i-0ddd")]
     assert asked == [["i-0ddd"]]  # only what the Nodes could not tell
+
+
+def test_the_node_failure_window_follows_the_health_checks_unless_declared() -> None:
+    from lbconform.providers.base import DETECTION_SLACK_SECONDS, ENTRY_EVERY_NODE, ENTRY_ONE_NODE, Declared
+
+    checked = Declared(health_check_interval=2.0, healthy_threshold=2, unhealthy_threshold=2,
+                       idle_timeout=None)
+    assert checked.node_failure_window == 2.0 * 2 + 2.0 + DETECTION_SLACK_SECONDS
+    assert (checked.entry, checked.cleanup_finalizer) == (ENTRY_EVERY_NODE, True)
+    declared = metallb.MetalLBProvider().declared()
+    assert declared.node_failure_window == metallb.NODE_FAILOVER_SECONDS == 10.0
+    assert declared.entry == ENTRY_ONE_NODE
+    assert not declared.cleanup_finalizer and not declared.health_checks
+
+
+def test_metallb_kills_nodes_only_in_the_lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setenv("LBCONFORM_LAB_DIR", str(tmp_path / "no-lab"))
+    provider = metallb.MetalLBProvider()
+    provider.configure(None, {})
+    for action in (provider.kill_node, provider.start_node, provider.restart_kube_proxy):
+        with pytest.raises(NotSupported, match="outside the lab"):
+            action("node-1")

@@ -28,6 +28,14 @@ class NotSupported(Exception):
     """The provider cannot observe or do this; tests that need it report *not supported*."""
 
 
+#: Where a node-pool implementation's traffic enters the cluster (``Declared.entry``). Every node
+#: that may serve: new connections spread over all of them (all nodes for externalTrafficPolicy
+#: Cluster, the nodes with a ready endpoint for Local): cloud network LBs, the reference LB.
+ENTRY_EVERY_NODE: Final = "every-node"
+#: One node at a time, elected among those that may serve, takes all of a Service's traffic
+#: (layer-2 announcement by ARP/NDP: MetalLB L2, kube-vip ARP).
+ENTRY_ONE_NODE: Final = "one-announcing-node"
+
 #: Beyond a health-checked LB's time to unhealthy and one interval: a second for its data plane.
 DETECTION_SLACK_SECONDS: Final = 1.0
 
@@ -39,6 +47,11 @@ class Declared:
     ``health_checks`` is False where the implementation has none of its own (MetalLB): the
     interval and thresholds are then 0 and mean nothing, and a datasheet shows "none".
     ``idle_timeout`` is None where it has no idle timeout of its own.
+    ``entry`` is where its traffic enters a node pool (ENTRY_EVERY_NODE or ENTRY_ONE_NODE): what
+    the suites expect of its pool, of which backends answer under policy Local, and of what a dead
+    node costs. ``cleanup_finalizer`` is False where it does not hold Services with the
+    ``service.kubernetes.io/load-balancer-cleanup`` finalizer (MetalLB releases addresses in its
+    own controller).
     ``node_failure_detection`` is how long after a node dies the implementation may still send
     it new connections, where it says so itself (MetalLB: memberlist, not a health check); None
     means it follows from the health checks (see ``node_failure_window``).
@@ -51,6 +64,8 @@ class Declared:
     notes: dict[str, str] = field(default_factory=dict)
     health_checks: bool = True
     node_failure_detection: float | None = None
+    entry: str = ENTRY_EVERY_NODE
+    cleanup_finalizer: bool = True
 
     @property
     def node_failure_window(self) -> float:

@@ -1,4 +1,5 @@
-"""The provider of the lab's reference load balancer: reads pools from its state API."""
+"""The provider of the lab's reference load balancer (pools from its state API), and the lab's node
+actions that every provider of an LB the lab runs shares (``LabNodes``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Final
 from lbconform.config import Timeouts
 from lbconform.errors import LabError
 from lbconform.features import Feature
+from lbconform.kube.rawapi import RawApi
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import MODES, PREFIX, Params
 from lbconform.providers.base import NODE_POOL, POD_POOL, Declared, PoolMember, Provider, ServiceRef
@@ -36,7 +38,68 @@ def kube_proxy_pid(pid_file: Path, node: str) -> int | None:
     return pid
 
 
-class LabProvider(Provider):
+def on_lab(api: RawApi | None) -> bool:
+    """Whether ``api`` is the running lab's apiserver (through its loopback forward)."""
+    from lbconform.lab.state import LabDir
+
+    labdir = LabDir()
+    if api is None or not labdir.exists():
+        return False
+    try:
+        port = labdir.read().api_port
+    except LabError:
+        return False
+    host = str(api.api.configuration.host).rstrip("/")
+    return host in (f"https://127.0.0.1:{port}", f"https://localhost:{port}")
+
+
+class LabNodes:
+    """What the lab does to its nodes for the chaos experiments, whichever LB it runs: a node
+    dies as a VM does and comes back, a node's kube-proxy restarts."""
+
+    def kill_node(self, name: str) -> None:
+        from lbconform.lab.cluster import Lab
+
+        Lab().kill_node(name)
+
+    def start_node(self, name: str) -> None:
+        from lbconform.lab import procs
+        from lbconform.lab import topology as topo
+        from lbconform.lab.cluster import Lab, agent_key
+
+        lab = Lab()
+        state = lab.dir.read()
+        agent = state.processes.get(agent_key(topo.node_by_name(name, state.nodes)))
+        if agent is not None and procs.alive(agent):
+            return
+        lab.start_node(name)
+
+    def restart_kube_proxy(self, node: str) -> None:
+        """SIGTERM the node's kube-proxy; its node agent starts a new one, as a DaemonSet would."""
+        from lbconform.lab import topology as topo
+        from lbconform.lab.probe import http_status
+        from lbconform.lab.state import LabDir
+
+        labdir = LabDir()
+        lab_node = topo.node_by_name(node, labdir.read().nodes)
+        pid_file = labdir.node_dir(lab_node.name) / "kube-proxy.pid"
+        old = kube_proxy_pid(pid_file, lab_node.name)
+        if old is None:
+            raise LabError(f"kube-proxy of {node} is not running (no live pid in {pid_file})")
+        os.kill(old, signal.SIGTERM)
+
+        def restarted() -> bool:
+            new = kube_proxy_pid(pid_file, lab_node.name)
+            if new is None or new == old:
+                return False
+            status, _ = http_status(lab_node.netns, lab_node.ip, KUBE_PROXY_HEALTHZ_PORT, "/healthz")
+            return status == 200
+
+        poll_until(restarted, timeout=KUBE_PROXY_RESTART_SECONDS, interval=0.2, retry_on=(OSError,),
+                   description=f"a new kube-proxy on {node} to answer /healthz")
+
+
+class LabProvider(LabNodes, Provider):
     """``--mode`` picks the reference LB's backend mode for every test Service (by annotation);
     without it the lab's default mode (``lab up --lb-mode``) applies and is what gets reported."""
 
@@ -88,45 +151,3 @@ class LabProvider(Provider):
         healthy = set(state["healthy"])
         return [PoolMember(address=b["address"], healthy=b["name"] in healthy, name=b["name"])
                 for b in state["pool"]]
-
-    # --- chaos -------------------------------------------------------------------------------
-    def kill_node(self, name: str) -> None:
-        from lbconform.lab.cluster import Lab
-
-        Lab().kill_node(name)
-
-    def start_node(self, name: str) -> None:
-        from lbconform.lab import procs
-        from lbconform.lab import topology as topo
-        from lbconform.lab.cluster import Lab, agent_key
-
-        lab = Lab()
-        state = lab.dir.read()
-        agent = state.processes.get(agent_key(topo.node_by_name(name, state.nodes)))
-        if agent is not None and procs.alive(agent):
-            return
-        lab.start_node(name)
-
-    def restart_kube_proxy(self, node: str) -> None:
-        """SIGTERM the node's kube-proxy; its node agent starts a new one, as a DaemonSet would."""
-        from lbconform.lab import topology as topo
-        from lbconform.lab.probe import http_status
-        from lbconform.lab.state import LabDir
-
-        labdir = LabDir()
-        lab_node = topo.node_by_name(node, labdir.read().nodes)
-        pid_file = labdir.node_dir(lab_node.name) / "kube-proxy.pid"
-        old = kube_proxy_pid(pid_file, lab_node.name)
-        if old is None:
-            raise LabError(f"kube-proxy of {node} is not running (no live pid in {pid_file})")
-        os.kill(old, signal.SIGTERM)
-
-        def restarted() -> bool:
-            new = kube_proxy_pid(pid_file, lab_node.name)
-            if new is None or new == old:
-                return False
-            status, _ = http_status(lab_node.netns, lab_node.ip, KUBE_PROXY_HEALTHZ_PORT, "/healthz")
-            return status == 200
-
-        poll_until(restarted, timeout=KUBE_PROXY_RESTART_SECONDS, interval=0.2, retry_on=(OSError,),
-                   description=f"a new kube-proxy on {node} to answer /healthz")

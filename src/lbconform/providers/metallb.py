@@ -35,7 +35,8 @@ from typing import Any, ClassVar
 from lbconform.config import Timeouts
 from lbconform.features import Feature
 from lbconform.kube.rawapi import ApiError
-from lbconform.providers.base import Declared, NotSupported, PoolMember, Provider, ServiceRef
+from lbconform.providers.base import ENTRY_ONE_NODE, Declared, NotSupported, PoolMember, Provider, ServiceRef
+from lbconform.providers.lab import LabNodes, on_lab
 from lbconform.providers.support import cluster_nodes, require_api
 
 GROUP_VERSION = "metallb.io/v1beta1"
@@ -76,15 +77,36 @@ class MetalLBProvider(Provider):
     def declared(self) -> Declared:
         return Declared(
             health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0, idle_timeout=None,
-            health_checks=False, node_failure_detection=NODE_FAILOVER_SECONDS,
+            health_checks=False, node_failure_detection=NODE_FAILOVER_SECONDS, entry=ENTRY_ONE_NODE,
+            cleanup_finalizer=False,
             notes={"source": "MetalLB concepts (metallb.io/concepts): address allocation and L2/BGP "
                              "announcement only; no health checks, no connection tracking of its own",
-                   "failover": "layer 2: memberlist detects a dead speaker and another node announces"})
+                   "failover": "layer 2: memberlist detects a dead speaker and another node announces",
+                   "entry": "layer 2: one node per address answers ARP/NDP (concepts/layer2.md); BGP "
+                            "advertises from every eligible node, a mode this provider does not yet model",
+                   "finalizer": "MetalLB's controller frees addresses itself and sets no "
+                                "service.kubernetes.io/load-balancer-cleanup finalizer"})
 
     def timeouts(self) -> Timeouts:
         # Assignment and announcement take seconds; L2 failover waits for memberlist (~10 s).
         return Timeouts(lb_create=60, lb_propagation=60, lb_delete=60, endpoint_lag=30,
                         health_transition=30, rollout=180, namespace_delete=180, request=5)
+
+    # --- chaos: in the lab, the lab's nodes; elsewhere the extension points stay open ---------
+    def _lab_nodes(self, what: str) -> LabNodes:
+        if not on_lab(self.api):
+            raise NotSupported(f"the {self.name} provider cannot {what} outside the lab (MetalLB has no "
+                               "machines of its own: subclass and implement kill_node/start_node)")
+        return LabNodes()
+
+    def kill_node(self, name: str) -> None:
+        self._lab_nodes("kill a node").kill_node(name)
+
+    def start_node(self, name: str) -> None:
+        self._lab_nodes("start a node").start_node(name)
+
+    def restart_kube_proxy(self, node: str) -> None:
+        self._lab_nodes("restart kube-proxy").restart_kube_proxy(node)
 
     def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
         api = require_api(self.api, self.name, "ServiceL2Status and ServiceBGPStatus objects")

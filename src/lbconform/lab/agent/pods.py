@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import urllib3.exceptions
+
 from lbconform.kube.rawapi import ApiError, Json
 from lbconform.lab.agent import envsources, images, registry, rootfs
 from lbconform.lab.agent.containers import Container, now_rfc3339
@@ -26,6 +28,11 @@ if TYPE_CHECKING:
     from lbconform.lab.agent.main import Agent
 
 log = logging.getLogger(__name__)
+
+#: Errors of a read from the apiserver that the kubelet retries rather than dies of: a refusal
+#: (403 while the node authorizer has not yet seen the pod that names a Secret, 429, 5xx) or a
+#: broken connection. A pod worker that let one through would end, freezing its pod's status.
+API_RETRYABLE = (ApiError, OSError, urllib3.exceptions.HTTPError)
 
 #: How often a worker looks at its containers when nothing wakes it.
 TICK_SECONDS = 0.25
@@ -172,7 +179,7 @@ class PodWorker(threading.Thread):
             elif now - self._volumes_synced >= VOLUME_SYNC_SECONDS:
                 self._volumes_synced = now
                 self.volumes.sync(self.pod)
-        except VolumeError as exc:
+        except (VolumeError, *API_RETRYABLE) as exc:
             if str(exc) != self._volume_message:
                 self._volume_message = str(exc)
                 self.event("FailedMount", str(exc), "Warning")
@@ -205,7 +212,7 @@ class PodWorker(threading.Thread):
         try:
             env = self._env(c)
             mounts = self.volumes.mounts(c.spec)
-        except (envsources.ConfigError, VolumeError) as exc:
+        except (envsources.ConfigError, VolumeError, *API_RETRYABLE) as exc:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
             return
         meta = self.pod["metadata"]
@@ -416,3 +423,5 @@ class PodWorker(threading.Thread):
                 self.gone = True
             else:
                 log.warning("status update of %s failed: %s", self.key, exc)
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # tried again at the next change or tick
+            log.warning("status update of %s failed: %s", self.key, exc)
