@@ -25,6 +25,12 @@ from lbconform.wait import LbWaitTimeout, NotYet, poll_until
 OBSERVE_INTERVAL = 0.1
 
 
+def entry_matches(pool: set[str], eligible: set[str], one_entry_node: bool) -> bool:
+    """Whether a pool is what the declared entry makes of the ``eligible`` addresses: all of them,
+    or, where one announcing node takes the traffic, exactly one of them."""
+    return len(pool) == 1 and pool <= eligible if one_entry_node else pool == eligible
+
+
 @dataclass
 class LoadBalancer:
     jig: ServiceJig
@@ -138,10 +144,14 @@ class LoadBalancer:
         if self.policy() != "Local" or not self.one_entry_node():
             return backends.names()
         self.wait_for_settled_pool(backends)
-        entry = self.healthy()
-        nodes = {name for name, ip in self.target.node_addresses().items() if ip in entry}
+        nodes = self.healthy_nodes()
         return {p["metadata"]["name"] for node, pods in backends.by_node().items() if node in nodes
                 for p in pods}
+
+    def healthy_nodes(self) -> set[str]:
+        """Names of the nodes in the healthy set (of a node pool)."""
+        healthy = self.healthy()
+        return {name for name, ip in self.target.node_addresses().items() if ip in healthy}
 
     def node_ips(self, names: set[str] | None = None) -> set[str]:
         """InternalIPs of the named nodes (all nodes by default)."""
@@ -189,17 +199,14 @@ class LoadBalancer:
         """Wait until the addresses the LB sends to are what its declared entry makes of the
         ``eligible`` ones (a pool change: endpoint_lag): all of them, or, where one announcing node
         takes the traffic, exactly one of them."""
-        timeout = self.target.timeouts.endpoint_lag
-        if self.one_entry_node():
-            self._wait_for_healthy_set(lambda healthy: len(healthy) == 1 and healthy <= eligible,
-                                       f"to be one announcing node of {sorted(eligible)}", timeout)
-        else:
-            self.wait_for_healthy(eligible, timeout)
+        one = self.one_entry_node()
+        what = f"to be one announcing node of {sorted(eligible)}" if one else f"to be {sorted(eligible)}"
+        self._wait_for_healthy_set(lambda healthy: entry_matches(healthy, eligible, one), what,
+                                   self.target.timeouts.endpoint_lag)
 
     def pool_matches(self, eligible: set[str]) -> bool:
         """Whether the pool now is what ``wait_for_pool(eligible)`` waits for."""
-        pool = {m.address for m in self.pool()}
-        return len(pool) == 1 and pool <= eligible if self.one_entry_node() else pool == eligible
+        return entry_matches({m.address for m in self.pool()}, eligible, self.one_entry_node())
 
     def endpoint_serving(self, pod: str) -> bool:
         """Whether the pod's endpoint is still in the Service's slices and serving."""
@@ -215,7 +222,7 @@ class LoadBalancer:
         node takes the traffic, its pool is one of these (``wait_for_pool``)."""
         if not self.is_node_pool():
             return backends.ips()
-        if self.service()["spec"].get("externalTrafficPolicy") == "Local":
+        if self.policy() == "Local":
             return self.node_ips(set(backends.by_node()))
         return self.node_ips()
 

@@ -90,8 +90,7 @@ def announcing_node(lb: LoadBalancer, backends: Workload, target: Target, policy
     """The node that announces the Service's address, with no backend of a Cluster Service on it
     (moved off if the election fell on one of theirs: every failure must be the LB's)."""
     def announcer() -> str:
-        entry = lb.healthy()
-        return next(name for name, ip in target.node_addresses().items() if ip in entry)
+        return next(iter(lb.healthy_nodes()))
 
     node = announcer()
     if policy == "Cluster" and node in backends.by_node():

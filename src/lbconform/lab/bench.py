@@ -81,7 +81,7 @@ def bench_lab(nodes: int, rounds: int, say: Callable[[str], None], lb: str = REF
                        "(the benchmark times a cached boot)")
     if lb not in LBS:
         raise UsageError(f"--lb {lb!r}: the lab's load balancers are {', '.join(LBS)}")
-    if lb != REFERENCE_LB and not build.METALLB.is_built(build.cache_root()):
+    if lb != REFERENCE_LB and not build.optional_built(lb):
         raise LabError(f"{lb} is not built: run 'lbconform lab build --with {lb}' first")
     boot, mem = _rounds(lab, nodes, rounds, REFERENCE_LB)
     print(f"lab bench: {nodes} nodes, {rounds} rounds: boot median {boot:.2f}s "

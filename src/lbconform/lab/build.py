@@ -148,33 +148,33 @@ def artifacts(with_: Sequence[str] = ()) -> tuple[Artifact, ...]:
     return ARTIFACTS + tuple(a for name in OPTIONAL if name in with_ for a in OPTIONAL[name])
 
 
-def binary(name: str, root: Path | None = None) -> Path:
-    """The path of a built binary; raises if the lab has not been built."""
+def _built_path(name: str, root: Path | None) -> Path:
+    """Where the artifact that makes ``name`` (a command or one of its ``files``) keeps it; raises,
+    naming the build command, when that artifact is not built."""
     root = root or cache_root()
-    for art in ARTIFACTS:
-        if name in art.commands:
-            if not art.is_built(root):
-                raise BuildError(f"{name} is not built yet: run 'lbconform lab build'")
-            return art.bin_dir(root) / name
-    for option, arts in OPTIONAL.items():
+    for option, arts in [("", ARTIFACTS), *OPTIONAL.items()]:
         for art in arts:
-            if name in art.commands:
+            if name in art.commands or name in art.files:
                 if not art.is_built(root):
-                    raise BuildError(f"{name} is not built yet: run 'lbconform lab build --with {option}'")
+                    with_ = f" --with {option}" if option else ""
+                    raise BuildError(f"{name} is not built yet: run 'lbconform lab build{with_}'")
                 return art.bin_dir(root) / name
     raise KeyError(name)
 
 
+def binary(name: str, root: Path | None = None) -> Path:
+    """The path of a built binary; raises if the lab has not been built."""
+    return _built_path(name, root)
+
+
 def file(name: str, root: Path | None = None) -> Path:
     """The path of an upstream file an artifact keeps beside its binaries (see ``Artifact.files``)."""
-    for option, arts in [("", ARTIFACTS), *OPTIONAL.items()]:
-        for art in arts:
-            if name in art.files:
-                if not art.is_built(root or cache_root()):
-                    with_ = f" --with {option}" if option else ""
-                    raise BuildError(f"{name} is not in the cache yet: run 'lbconform lab build{with_}'")
-                return art.bin_dir(root or cache_root()) / name
-    raise KeyError(name)
+    return _built_path(name, root)
+
+
+def optional_built(name: str, root: Path | None = None) -> bool:
+    """Whether every artifact of ``lbconform lab build --with NAME`` is built."""
+    return all(a.is_built(root or cache_root()) for a in OPTIONAL[name])
 
 
 def binaries_built(root: Path | None = None) -> bool:
@@ -391,10 +391,9 @@ class Builder:
             if not (staging / name).is_file():
                 raise BuildError(f"{art.key}: go build made no {name} from {pkg}")
         for name, inside in art.files.items():
-            source = (srcdir or Path("/nonexistent")) / inside
-            if not source.is_file():
+            if srcdir is None or not (srcdir / inside).is_file():
                 raise BuildError(f"{art.key}: {art.module}@{art.version} has no {inside}")
-            shutil.copyfile(source, staging / name)
+            shutil.copyfile(srcdir / inside, staging / name)
         (staging / ".complete").write_text(json.dumps(stamp))
         final = art.bin_dir(self.root)
         shutil.rmtree(final, ignore_errors=True)

@@ -155,7 +155,7 @@ class Lab:
             )
         if not build.binaries_built():
             build.find_go()
-        if lb == METALLB and not build.METALLB.is_built(build.cache_root()):
+        if lb == METALLB and not build.optional_built(METALLB):
             raise UsageError("MetalLB is not built: run 'lbconform lab build --with metallb', then retry")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             # The forward binds with SO_REUSEADDR too: a previous lab's TIME_WAIT is no conflict.

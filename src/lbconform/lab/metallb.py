@@ -77,11 +77,10 @@ def wait_ready(api: RawApi, nodes: int, timeout: float = READY_SECONDS) -> None:
     def ready() -> bool | NotYet:
         controller = api.get(f"{base}/deployments/controller").get("status", {})
         speaker = api.get(f"{base}/daemonsets/speaker").get("status", {})
-        seen = (f"controller available {controller.get('availableReplicas', 0)}, "
-                f"speakers ready {speaker.get('numberReady', 0)} of {nodes}; {not_ready_pods(api)}")
         if controller.get("availableReplicas", 0) >= 1 and speaker.get("numberReady", 0) == nodes:
             return True
-        return NotYet(seen)
+        return NotYet(f"controller available {controller.get('availableReplicas', 0)}, "
+                      f"speakers ready {speaker.get('numberReady', 0)} of {nodes}; {not_ready_pods(api)}")
 
     poll_until(ready, timeout=timeout, interval=0.5, retry_on=(ApiError, OSError),
                description=f"MetalLB's controller and {nodes} speakers to be Ready")

@@ -8,6 +8,7 @@ running lab, whichever LB it runs): the lab's addresses are routed nowhere else.
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from typing import Any
 
@@ -56,8 +57,6 @@ def traffic_netns(netns: str, configuration: Configuration) -> str:
 def inside_lab(address: str) -> bool:
     """Whether ``address`` is in one of the lab's ranges while a lab runs (sent from this namespace,
     it would follow the machine's default route out instead)."""
-    import ipaddress
-
     from lbconform.lab import topology as topo
     from lbconform.lab.state import LabDir
 
