@@ -44,8 +44,7 @@ def test_rolling_update_fails_no_request(make_backends: MakeBackends, make_servi
     order = Ordering.correct(provider.declared_for(policy))
     backends = make_backends(*order.tweaks(), kind=kind)
     lb = make_service(tweaks.traffic_policy(policy))
-    lb.wait_for_backends(lb.answering_backends(backends))
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     result = traffic.through(lb, RATE, lambda t: backends.roll(lb.target.timeouts.rollout, t))
     order.record(measure)
     measure("rollout_failed_requests", result.result.failed, "requests")
@@ -69,7 +68,7 @@ def test_ordering_violation_fails_requests(make_backends: MakeBackends, make_ser
     backends = make_backends(tweaks.one_per_node, *order.tweaks(), replicas=2)
     lb = make_service(tweaks.traffic_policy_local)
     lb.must_be_node_pool()
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     victim = sorted(lb.answering_backends(backends))[0]
     observed: list[Observed] = []
     result = traffic.through(lb, VIOLATION_RATE, lambda t: observed.append(
@@ -91,7 +90,7 @@ def test_in_flight_requests_finish_during_pre_stop(make_backends: MakeBackends, 
     backends = make_backends(tweaks.one_per_node, *order.tweaks())
     lb = make_service(tweaks.traffic_policy_local)
     lb.must_be_node_pool()
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     fleet = make_fleet(lb, CONNECTIONS, timeout=LONG_REQUEST_SECONDS + lb.target.timeouts.request)
     victim = max(backends.names(), key=lambda b: sum(c.backend == b for c in fleet.connections))
     backends.delete_pod(victim)

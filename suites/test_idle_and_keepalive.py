@@ -48,7 +48,7 @@ def make_probe(make_backends: MakeBackends, make_service: MakeService, make_flee
         backends = make_backends(tweaks.one_per_node, replicas=len(target.node_addresses()) - 1)
         lb = make_service(tweaks.traffic_policy_local, idle_timeout(IDLE_SECONDS), *service_tweaks)
         lb.must_be_node_pool()
-        lb.wait_for_settled_pool(backends)
+        lb.wait_for_serving(backends)
         return IdleProbe(lb, backends, make_fleet, CONNECTIONS)
 
     return make

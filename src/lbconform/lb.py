@@ -226,6 +226,14 @@ class LoadBalancer:
             return self.node_ips(set(backends.by_node()))
         return self.node_ips()
 
+    def wait_for_serving(self, backends: Workload) -> None:
+        """Wait until the LB serves: the pool is what it should be (where the provider reads it)
+        and every backend its entry reaches answers through the VIP on fresh connections. An
+        address in the Service's status is not yet a served one: MetalLB announces it before
+        kube-proxy has its rules, and a cloud publishes a hostname before it resolves."""
+        self.wait_for_settled_pool(backends)
+        self.wait_for_backends(self.answering_backends(backends))
+
     def wait_for_settled_pool(self, backends: Workload) -> None:
         """Where the provider can read the pool, wait until it is what it should be (a check that
         must not start while the LB is still adding backends); elsewhere there is nothing to wait for."""

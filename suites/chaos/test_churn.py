@@ -38,7 +38,7 @@ def test_kube_proxy_restart_fails_no_request(make_backends: MakeBackends, make_s
     order = Ordering.correct(provider.declared_for("Cluster"))
     backends = make_backends(*order.tweaks())
     lb = make_service(tweaks.traffic_policy_cluster)
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     node = sorted(target.node_addresses())[-1]
     run = experiment("kube-proxy-restart", namespace=lb.namespace, service=lb.name, node=node,
                      allowed_nodes=node, allow_disruptive=True, traffic_rate=RATE,
@@ -56,7 +56,7 @@ def test_scale_to_zero_and_back_recovers(make_backends: MakeBackends, make_servi
     expected and counted)."""
     backends = make_backends()
     lb = make_service()
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     run = experiment("scale-to-zero", namespace=lb.namespace, service=lb.name, deployment=backends.name,
                      replicas=3, traffic_rate=RATE, warmup_seconds=WARMUP_SECONDS, traffic_seconds=45,
                      zero_seconds=5, rollout_timeout=int(lb.target.timeouts.rollout),
@@ -72,7 +72,7 @@ def test_backend_crashes_cost_bounded_failures(make_backends: MakeBackends, make
     and every backend serves again after."""
     backends = make_backends()
     lb = make_service()
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     budget = [0, FLAP_CYCLES * FAILURES_PER_CRASH]
     run = experiment("backend-flap", namespace=lb.namespace, service=lb.name, traffic_rate=RATE,
                      warmup_seconds=WARMUP_SECONDS, traffic_seconds=60, flap_cycles=FLAP_CYCLES,

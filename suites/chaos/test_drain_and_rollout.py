@@ -33,7 +33,7 @@ def test_node_drain_fails_no_request(make_backends: MakeBackends, make_service: 
     order = Ordering.correct(provider.declared_for("Local"))
     backends = make_backends(*order.tweaks())
     lb = make_service(tweaks.traffic_policy_local)
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     victim = sorted(backends.by_node())[-1]
     seconds = WARMUP_SECONDS + order.g + SETTLE_SECONDS
     load = make_load(lb, seconds, users=USERS)
@@ -59,7 +59,7 @@ def test_rolling_restart_fails_no_request(make_backends: MakeBackends, make_serv
     order = Ordering.correct(provider.declared_for("Cluster"))
     backends = make_backends(*order.tweaks())
     lb = make_service(tweaks.traffic_policy_cluster)
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     seconds = WARMUP_SECONDS + 3 * order.g + SETTLE_SECONDS
     load = make_load(lb, seconds, users=USERS, workers=2)
     load.wait_for_phase("chaos", lb.target.timeouts.rollout)

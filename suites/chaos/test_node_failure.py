@@ -49,7 +49,7 @@ def test_killed_node_fails_requests_only_until_detected(
                 else make_backends(tweaks.avoid_node(victim), replicas=2))
     lb: LoadBalancer = make_service(tweaks.traffic_policy(policy))
     lb.must_be_node_pool()
-    lb.wait_for_settled_pool(backends)
+    lb.wait_for_serving(backends)
     share = 1 / len(lb.expected_pool(backends))
     if lb.one_entry_node():
         # One announcing node takes every new connection: that is the node whose death matters.
@@ -96,7 +96,7 @@ def announcing_node(lb: LoadBalancer, backends: Workload, target: Target, policy
     if policy == "Cluster" and node in backends.by_node():
         backends.update(tweaks.avoid_node(node))
         backends.wait_rolled_out(lb.target.timeouts.rollout)
-        lb.wait_for_settled_pool(backends)
+        lb.wait_for_serving(backends)
         moved = announcer()
         assert moved == node, (f"the announcing node moved from {node} to {moved} when the backends "
                                "moved off it: a Cluster Service's announcer depends on no endpoint's node")

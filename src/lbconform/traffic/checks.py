@@ -15,16 +15,33 @@ from lbconform.wait import LbWaitTimeout, WaitTimeout, await_convergence, poll_u
 
 #: Consecutive successes that make a traffic check hold.
 SUCCESSES = 3
+#: Answers in a row from the wanted backends that settle a wait once another backend answered:
+#: an LB sending one connection in three elsewhere passes twenty in a row once in 3**20 tries.
+SETTLED = 20
 
 
 def wait_for_backends(client: Client, host: str, port: int, want: set[str], timeout: float) -> None:
-    """New connections until exactly ``want`` have answered ``/hostname``; an answer from a
-    backend outside ``want`` keeps the wait failing and shows as the last value."""
+    """New connections until exactly ``want`` have answered ``/hostname``. An answer from a
+    backend outside ``want`` starts the count again, and from then on the wait also needs
+    ``SETTLED`` answers in a row from ``want``: a change still propagating (a policy switch, an
+    announcer moving) settles, while an LB that keeps sending some connections elsewhere does
+    not. The outsider shows in the last value."""
     seen: set[str] = set()
+    since: set[str] = set()
+    in_a_row = 0
+    strayed = False
 
     def answered() -> bool:
-        seen.add(client.backend(host, port))
-        return seen == want
+        nonlocal in_a_row, strayed
+        backend = client.backend(host, port)
+        seen.add(backend)
+        if backend not in want:
+            strayed, in_a_row = True, 0
+            since.clear()
+            return False
+        since.add(backend)
+        in_a_row += 1
+        return since == want and (not strayed or in_a_row >= SETTLED)
 
     try:
         poll_until(answered, timeout=timeout, interval=0.02, retry_on=(OSError,),
