@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
 
-from lbconform.traffic import checks
+from lbconform.traffic import checks, probe_ports
 from lbconform.traffic.client import Client
 from lbconform.wait import LbWaitTimeout
 
@@ -20,7 +22,8 @@ class ScriptedClient:
         self.names = names
         self.asked = 0
 
-    def backend(self, host: str, port: int) -> str:
+    def backend(self, host: str, port: int, probe: bool = False) -> str:
+        assert probe, "a wait's connections are probes"
         self.asked += 1
         return next(self.names)
 
@@ -45,3 +48,52 @@ def test_an_lb_that_keeps_sending_elsewhere_never_settles() -> None:
     """One connection in three to a backend outside the set: the wait fails and names it."""
     with pytest.raises(LbWaitTimeout, match=r"all 1 backends.*'a', 'b'"):
         wait(itertools.cycle(["b", "a", "a"]), {"a"}, timeout=1.5)
+
+
+def test_probe_ports_lie_outside_the_kernels_ephemeral_range() -> None:
+    """Linux's default range leaves 61000-65535 to probes; a range that spans nearly every port
+    leaves none (probes then take the kernel's ports)."""
+    assert probe_ports.probe_range(probe_ports.parse_range("32768\t60999\n")) == range(61000, 65536)
+    assert probe_ports.probe_range((40000, 65535)) == range(1024, 40000)
+    assert probe_ports.probe_range((1024, 65000)) == range(65001, 65536)
+    assert probe_ports.probe_range((1024, 65100)) is None
+
+
+def test_probe_ports_are_handed_out_in_turn_and_wrap() -> None:
+    ports = probe_ports.ProbePorts(range(61000, 61003), start=2)
+    assert [ports.take() for _ in range(4)] == [61002, 61000, 61001, 61002]
+    assert probe_ports.ProbePorts(None).take() is None
+
+
+def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one() -> None:
+    """On loopback: a probe port held by another socket is skipped, the next one is used, and
+    a measured connection (not a probe) still takes a kernel port."""
+    with socket.socket() as server, socket.socket() as squatter:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        host, port = server.getsockname()
+        ports = probe_ports.ProbePorts(range(62000, 62000 + probe_ports.MIN_PROBE_PORTS), start=0)
+        squatter.bind(("", 62000))
+        squatter.listen(1)
+        probe_ports._by_netns[None] = ports
+        seen: list[int] = []
+
+        def answer() -> None:
+            for _ in range(2):
+                conn, peer = server.accept()
+                with conn:
+                    seen.append(peer[1])
+                    conn.recv(1024)
+                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        try:
+            client = Client()
+            assert client.get(host, port, probe=True).body == "ok"
+            assert client.get(host, port).body == "ok"
+        finally:
+            thread.join(5)
+            del probe_ports._by_netns[None]
+        assert 62000 < seen[0] < 62000 + probe_ports.MIN_PROBE_PORTS
+        assert not 62000 <= seen[1] < 62000 + probe_ports.MIN_PROBE_PORTS

@@ -33,7 +33,7 @@ def wait_for_backends(client: Client, host: str, port: int, want: set[str], time
 
     def answered() -> bool:
         nonlocal in_a_row, strayed
-        backend = client.backend(host, port)
+        backend = client.backend(host, port, probe=True)
         seen.add(backend)
         if backend not in want:
             strayed, in_a_row = True, 0
@@ -55,7 +55,7 @@ def wait_for_reachable(client: Client, host: str, port: int, timeout: float) -> 
     """``SUCCESSES`` new connections in a row get a 200 answer."""
 
     def ok() -> bool:
-        return client.get(host, port).status == 200
+        return client.get(host, port, probe=True).status == 200
 
     await_convergence(ok, successes=SUCCESSES, timeout=timeout, interval=0.1,
                       timeout_error=LbWaitTimeout,
@@ -105,7 +105,7 @@ def wait_for_source_kept(client: Client, host: str, port: int, timeout: float) -
     last: list[tuple[str, str]] = []
 
     def kept() -> bool:
-        seen, sent_from = client.source_seen(host, port)
+        seen, sent_from = client.source_seen(host, port, probe=True)
         last[:] = [(seen, sent_from)]
         return seen == sent_from
 

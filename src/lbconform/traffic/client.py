@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from lbconform.lab.nsexec import run_in_netns
+from lbconform.traffic import probe_ports
 
 T = TypeVar("T")
 
@@ -30,6 +31,27 @@ class Answer:
     local_address: str
 
 
+class _FromPort(http.client.HTTPConnection):
+    """A connection from a fixed source port that another socket may have left in TIME_WAIT
+    (SO_REUSEADDR: the bind is allowed, and the kernel still refuses a four-tuple in use)."""
+
+    def __init__(self, host: str, port: int, timeout: float, source_port: int) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.source_port = source_port
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.settimeout(self.timeout)
+            sock.bind(("", self.source_port))
+            sock.connect((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 @dataclass(frozen=True)
 class Client:
     """Where traffic starts: ``netns`` None means this process's own network."""
@@ -41,31 +63,51 @@ class Client:
     def run(self, fn: Callable[[], T]) -> T:
         return run_in_netns(self.netns, fn) if self.netns else fn()
 
-    def get(self, host: str, port: int, path: str = HOSTNAME_PATH, timeout: float | None = None) -> Answer:
-        """GET ``path`` on a new connection; raises OSError when the connection fails."""
+    def get(self, host: str, port: int, path: str = HOSTNAME_PATH, timeout: float | None = None,
+            probe: bool = False) -> Answer:
+        """GET ``path`` on a new connection; raises OSError when the connection fails. A ``probe``
+        (a wait's connection, not a measured one) leaves from a port outside the kernel's
+        ephemeral range: see ``probe_ports``."""
+        ports = probe_ports.for_client(self.netns, self._ephemeral_range) if probe else None
 
         def call() -> Answer:
-            conn = http.client.HTTPConnection(host, port, timeout=timeout or self.timeout)
-            try:
-                conn.request("GET", path, headers={"Connection": "close"})
-                local = conn.sock.getsockname()[0] if conn.sock else ""
-                resp = conn.getresponse()
-                return Answer(resp.status, resp.read(65536).decode(errors="replace").strip(), local)
-            finally:
-                conn.close()
+            for attempt in range(probe_ports.ATTEMPTS):
+                source = ports.take() if ports else None
+                wait = timeout or self.timeout
+                conn = (_FromPort(host, port, wait, source) if source
+                        else http.client.HTTPConnection(host, port, timeout=wait))
+                try:
+                    conn.request("GET", path, headers={"Connection": "close"})
+                    local = conn.sock.getsockname()[0] if conn.sock else ""
+                    resp = conn.getresponse()
+                    return Answer(resp.status, resp.read(65536).decode(errors="replace").strip(), local)
+                except OSError as exc:
+                    last = attempt == probe_ports.ATTEMPTS - 1
+                    if source is None or exc.errno not in probe_ports.BUSY or last:
+                        raise
+                finally:
+                    conn.close()
+            raise AssertionError("unreachable: the last attempt returns or raises")
 
         return self.run(call)
 
-    def backend(self, host: str, port: int) -> str:
+    def _ephemeral_range(self) -> str:
+        def read() -> str:
+            with open(probe_ports.EPHEMERAL_RANGE_FILE, encoding="ascii") as f:
+                return f.read()
+
+        return self.run(read)
+
+    def backend(self, host: str, port: int, probe: bool = False) -> str:
         """The name of the backend that answers one new connection (agnhost ``/hostname``)."""
-        answer = self.get(host, port, HOSTNAME_PATH)
+        answer = self.get(host, port, HOSTNAME_PATH, probe=probe)
         if answer.status != 200:
             raise OSError(f"{host}:{port}{HOSTNAME_PATH} answered {answer.status}")
         return answer.body
 
-    def source_seen(self, host: str, port: int) -> tuple[str, str]:
+    def source_seen(self, host: str, port: int, probe: bool = False) -> tuple[str, str]:
         """(the address the backend saw, the address the client sent from)."""
-        answer = self.get(host, port, CLIENT_IP_PATH)
+        answer = self.get(host, port, CLIENT_IP_PATH, probe=probe)
         if answer.status != 200:
             raise OSError(f"{host}:{port}{CLIENT_IP_PATH} answered {answer.status}")
         seen = answer.body.rsplit(":", 1)[0].strip("[]")
