@@ -62,10 +62,9 @@ def test_probe_ports_lie_outside_the_kernels_ephemeral_range() -> None:
 def test_probe_ports_are_handed_out_in_turn_and_wrap() -> None:
     ports = probe_ports.ProbePorts(range(61000, 61003), start=2)
     assert [ports.take() for _ in range(4)] == [61002, 61000, 61001, 61002]
-    assert probe_ports.ProbePorts(None).take() is None
 
 
-def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one() -> None:
+def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """On loopback: a probe port held by another socket is skipped, the next one is used, and
     a measured connection (not a probe) still takes a kernel port."""
     with socket.socket() as server, socket.socket() as squatter:
@@ -75,7 +74,7 @@ def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one() -> None:
         ports = probe_ports.ProbePorts(range(62000, 62000 + probe_ports.MIN_PROBE_PORTS), start=0)
         squatter.bind(("", 62000))
         squatter.listen(1)
-        probe_ports._by_netns[None] = ports
+        monkeypatch.setitem(probe_ports._by_netns, None, ports)
         seen: list[int] = []
 
         def answer() -> None:
@@ -94,6 +93,5 @@ def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one() -> None:
             assert client.get(host, port).body == "ok"
         finally:
             thread.join(5)
-            del probe_ports._by_netns[None]
         assert 62000 < seen[0] < 62000 + probe_ports.MIN_PROBE_PORTS
         assert not 62000 <= seen[1] < 62000 + probe_ports.MIN_PROBE_PORTS

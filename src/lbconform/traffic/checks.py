@@ -27,21 +27,19 @@ def wait_for_backends(client: Client, host: str, port: int, want: set[str], time
     announcer moving) settles, while an LB that keeps sending some connections elsewhere does
     not. The outsider shows in the last value."""
     seen: set[str] = set()
-    since: set[str] = set()
-    in_a_row = 0
+    since_stray: list[str] = []  # the answers since the last outsider
     strayed = False
 
     def answered() -> bool:
-        nonlocal in_a_row, strayed
+        nonlocal strayed
         backend = client.backend(host, port, probe=True)
         seen.add(backend)
         if backend not in want:
-            strayed, in_a_row = True, 0
-            since.clear()
+            strayed = True
+            since_stray.clear()
             return False
-        since.add(backend)
-        in_a_row += 1
-        return since == want and (not strayed or in_a_row >= SETTLED)
+        since_stray.append(backend)
+        return set(since_stray) == want and (not strayed or len(since_stray) >= SETTLED)
 
     try:
         poll_until(answered, timeout=timeout, interval=0.02, retry_on=(OSError,),

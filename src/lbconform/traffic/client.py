@@ -31,25 +31,30 @@ class Answer:
     local_address: str
 
 
-class _FromPort(http.client.HTTPConnection):
-    """A connection from a fixed source port that another socket may have left in TIME_WAIT
-    (SO_REUSEADDR: the bind is allowed, and the kernel still refuses a four-tuple in use)."""
+class _FromProbePort(http.client.HTTPConnection):
+    """A connection from the next free probe port (see ``probe_ports``): a port another socket
+    holds (a listener, or this four-tuple still in TIME_WAIT) is skipped. SO_REUSEADDR lets the
+    bind through a TIME_WAIT the kernel then refuses only for the same four-tuple."""
 
-    def __init__(self, host: str, port: int, timeout: float, source_port: int) -> None:
+    def __init__(self, host: str, port: int, timeout: float, ports: probe_ports.ProbePorts) -> None:
         super().__init__(host, port, timeout=timeout)
-        self.source_port = source_port
+        self.ports = ports
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.settimeout(self.timeout)
-            sock.bind(("", self.source_port))
-            sock.connect((self.host, self.port))
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+        for attempt in range(1, probe_ports.ATTEMPTS + 1):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.settimeout(self.timeout)
+                sock.bind(("", self.ports.take()))
+                sock.connect((self.host, self.port))
+            except OSError as exc:
+                sock.close()
+                if exc.errno not in probe_ports.BUSY or attempt == probe_ports.ATTEMPTS:
+                    raise
+                continue
+            self.sock = sock
+            return
 
 
 @dataclass(frozen=True)
@@ -71,23 +76,16 @@ class Client:
         ports = probe_ports.for_client(self.netns, self._ephemeral_range) if probe else None
 
         def call() -> Answer:
-            for attempt in range(probe_ports.ATTEMPTS):
-                source = ports.take() if ports else None
-                wait = timeout or self.timeout
-                conn = (_FromPort(host, port, wait, source) if source
-                        else http.client.HTTPConnection(host, port, timeout=wait))
-                try:
-                    conn.request("GET", path, headers={"Connection": "close"})
-                    local = conn.sock.getsockname()[0] if conn.sock else ""
-                    resp = conn.getresponse()
-                    return Answer(resp.status, resp.read(65536).decode(errors="replace").strip(), local)
-                except OSError as exc:
-                    last = attempt == probe_ports.ATTEMPTS - 1
-                    if source is None or exc.errno not in probe_ports.BUSY or last:
-                        raise
-                finally:
-                    conn.close()
-            raise AssertionError("unreachable: the last attempt returns or raises")
+            wait = timeout or self.timeout
+            conn = (_FromProbePort(host, port, wait, ports) if ports and ports.ports
+                    else http.client.HTTPConnection(host, port, timeout=wait))
+            try:
+                conn.request("GET", path, headers={"Connection": "close"})
+                local = conn.sock.getsockname()[0] if conn.sock else ""
+                resp = conn.getresponse()
+                return Answer(resp.status, resp.read(65536).decode(errors="replace").strip(), local)
+            finally:
+                conn.close()
 
         return self.run(call)
 

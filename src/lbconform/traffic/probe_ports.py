@@ -55,10 +55,9 @@ class ProbePorts:
         self._next = (random.randrange(len(ports)) if start is None else start) if ports else 0
         self._lock = threading.Lock()
 
-    def take(self) -> int | None:
-        """The next probe port, or None: let the kernel choose."""
-        if not self.ports:
-            return None
+    def take(self) -> int:
+        """The next probe port (only for ``ports`` that are not None)."""
+        assert self.ports, "no probe ports: let the kernel choose"
         with self._lock:
             port = self.ports[self._next % len(self.ports)]
             self._next += 1
