@@ -6,6 +6,7 @@ import itertools
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -59,19 +60,54 @@ def test_probe_ports_lie_outside_the_kernels_ephemeral_range() -> None:
     assert probe_ports.probe_range((1024, 65100)) is None
 
 
-def test_probe_ports_are_handed_out_in_turn_and_wrap() -> None:
-    ports = probe_ports.ProbePorts(range(61000, 61003), start=2)
-    assert [ports.take() for _ in range(4)] == [61002, 61000, 61001, 61002]
+class FakeClock:
+    """Time that moves only when somebody sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
-def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_probe_ports_are_shared_in_turn_by_every_process_toward_one_address(tmp_path: Path) -> None:
+    """Two processes (two ProbePorts on one state directory) take the ports of one destination in
+    turn; another destination has its own turn."""
+    first, second = (probe_ports.ProbePorts(range(61000, 61004), "lbc-client", tmp_path) for _ in range(2))
+    assert [first.take("198.18.0.10", 80), second.take("198.18.0.10", 80), first.take("198.18.0.10", 80)] \
+        == [61000, 61001, 61002]
+    assert second.take("198.18.0.11", 80) == 61000
+    assert second.take("198.18.0.10", 8080) == 61000
+
+
+def test_a_probe_port_comes_round_again_only_after_reuse_after(tmp_path: Path) -> None:
+    """More probes toward one address than there are ports within REUSE_AFTER: the walk laps and
+    the next take waits until the port's last use is REUSE_AFTER old."""
+    clock = FakeClock()
+    ports = probe_ports.ProbePorts(range(61000, 61003), "lbc-client", tmp_path, clock, clock.sleep)
+    taken = [ports.take("198.18.0.10", 80) for _ in range(3)]
+    clock.now += 10
+    assert ports.take("198.18.0.10", 80) == taken[0] == 61000
+    assert clock.slept == [probe_ports.REUSE_AFTER - 10]
+    clock.now += probe_ports.REUSE_AFTER
+    assert ports.take("198.18.0.10", 80) == 61001
+    assert len(clock.slept) == 1
+
+
+def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
     """On loopback: a probe port held by another socket is skipped, the next one is used, and
     a measured connection (not a probe) still takes a kernel port."""
     with socket.socket() as server, socket.socket() as squatter:
         server.bind(("127.0.0.1", 0))
         server.listen(8)
         host, port = server.getsockname()
-        ports = probe_ports.ProbePorts(range(62000, 62000 + probe_ports.MIN_PROBE_PORTS), start=0)
+        ports = probe_ports.ProbePorts(range(62000, 62000 + probe_ports.MIN_PROBE_PORTS), "host", tmp_path)
         squatter.bind(("", 62000))
         squatter.listen(1)
         monkeypatch.setitem(probe_ports._by_netns, None, ports)

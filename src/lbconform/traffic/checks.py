@@ -61,11 +61,14 @@ def wait_for_reachable(client: Client, host: str, port: int, timeout: float) -> 
 
 
 def wait_for_unreachable(client: Client, host: str, port: int, timeout: float, attempt: float = 1.0) -> None:
-    """``SUCCESSES`` new connections in a row fail (refused, reset or no answer in ``attempt``)."""
+    """``SUCCESSES`` new connections in a row fail (refused, reset or no answer in ``attempt``).
+    They are probes: a probe port is never one a node still holds a stale entry for (see
+    ``probe_ports``), so the harness's own earlier connections cannot fake "unreachable", and the
+    entries these leave (the address is not served) never meet a measured connection."""
 
     def fails() -> bool:
         try:
-            client.get(host, port, timeout=attempt)
+            client.get(host, port, timeout=attempt, probe=True)
         except OSError:
             return True
         return False

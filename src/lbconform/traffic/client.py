@@ -32,9 +32,10 @@ class Answer:
 
 
 class _FromProbePort(http.client.HTTPConnection):
-    """A connection from the next free probe port (see ``probe_ports``): a port another socket
-    holds (a listener, or this four-tuple still in TIME_WAIT) is skipped. SO_REUSEADDR lets the
-    bind through a TIME_WAIT the kernel then refuses only for the same four-tuple."""
+    """A connection from the next probe port toward its destination (see ``probe_ports``): a
+    port another socket holds (a listener, or this four-tuple still in TIME_WAIT) is skipped.
+    SO_REUSEADDR lets the bind through a TIME_WAIT the kernel then refuses only for the same
+    four-tuple."""
 
     def __init__(self, host: str, port: int, timeout: float, ports: probe_ports.ProbePorts) -> None:
         super().__init__(host, port, timeout=timeout)
@@ -46,7 +47,7 @@ class _FromProbePort(http.client.HTTPConnection):
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.settimeout(self.timeout)
-                sock.bind(("", self.ports.take()))
+                sock.bind(("", self.ports.take(self.host, self.port)))
                 sock.connect((self.host, self.port))
             except OSError as exc:
                 sock.close()
@@ -77,7 +78,7 @@ class Client:
 
         def call() -> Answer:
             wait = timeout or self.timeout
-            conn = (_FromProbePort(host, port, wait, ports) if ports and ports.ports
+            conn = (_FromProbePort(host, port, wait, ports) if ports
                     else http.client.HTTPConnection(host, port, timeout=wait))
             try:
                 conn.request("GET", path, headers={"Connection": "close"})

@@ -1,23 +1,36 @@
-"""Source ports for the harness's own probes, kept apart from those measured traffic gets.
+"""Source ports for the harness's own probes: apart from measured traffic's, and never reused
+toward one address while a node may still hold conntrack state for them.
 
-Why this exists: a SYN that reaches a node before kube-proxy has rules for a load-balancer
-address (MetalLB announces an address as soon as it is assigned; kube-proxy programs it once it
-reads the Service's status) leaves a conntrack entry without NAT on that node for 120 s, and a
-later connection from the same source port to the same address follows that entry and never
-reaches a backend (kubernetes/kubernetes#101607). The harness's waits probe in exactly such
-windows, and addresses are reused from test to test. Measured traffic (checks, the traffic
-engines, Locust) takes its ports from the kernel's ephemeral range; probes bind ports outside
-that range, so a wait never spoils a port a measured connection may get. Where no range is
-left outside (a client whose ephemeral range spans nearly every port), probes take the kernel's
-ports as before.
+Why this exists: a SYN that reaches a node while kube-proxy has no rules for a load-balancer
+address (MetalLB announces an address as soon as it is assigned and kube-proxy programs it once
+it reads the Service's status; a deleted Service's address is still announced for a moment)
+leaves a conntrack entry without NAT on that node for 120 s, and a later connection from the
+same source port to the same address follows that entry and never reaches a backend
+(kubernetes/kubernetes#101607). The harness probes in exactly such windows (waits for an
+address to serve, waits for a deleted one to stop), and addresses are reused from test to test.
+
+So probes bind ports outside the kernel's ephemeral range, which is all that measured traffic
+(checks, the traffic engines, Locust) ever gets: a probe never spoils a measured connection's
+port. And a probe port is not used again toward the same address and port for ``REUSE_AFTER``,
+by any harness process on this machine (xdist workers, a run inside a test): an earlier probe
+never spoils a later one, so a wait for "unreachable" cannot be satisfied by the harness's own
+stale entry. The turn of each destination lives in a small file under ``STATE_DIR``, locked
+while a port is taken. Where no range is left outside the kernel's (a client whose ephemeral
+range spans nearly every port), probes take the kernel's ports.
 """
 
 from __future__ import annotations
 
 import errno
-import random
+import fcntl
+import os
+import re
+import struct
+import tempfile
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 #: Where the kernel keeps the ephemeral range (per network namespace).
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
@@ -28,6 +41,15 @@ MIN_PROBE_PORTS = 512
 BUSY = (errno.EADDRINUSE, errno.EADDRNOTAVAIL)
 #: Ports a probe tries before it gives up on binding one.
 ATTEMPTS = 16
+#: Seconds before a probe port is used again toward the same address and port: conntrack keeps an
+#: unanswered SYN (SYN_SENT) and a closed connection (TIME_WAIT) 120 s after its last packet, and
+#: a probe's last packet leaves within its timeout (seconds).
+REUSE_AFTER = 150.0
+#: The turns of every destination, shared by this user's harness processes on this machine.
+STATE_DIR = Path(tempfile.gettempdir()) / f"lbconform-probe-ports-{os.getuid()}"
+
+_CURSOR = struct.Struct("<q")
+_STAMP = struct.Struct("<d")
 
 
 def parse_range(text: str) -> tuple[int, int]:
@@ -47,35 +69,56 @@ def probe_range(ephemeral: tuple[int, int]) -> range | None:
 
 
 class ProbePorts:
-    """Hands out the ports of ``ports`` in turn, from a random start (two test processes that
-    share a client rarely walk the same ports at the same time; a busy one is skipped)."""
+    """The probe ports of one client: each destination walks ``ports`` in turn, and a port comes
+    round again only ``REUSE_AFTER`` after it was last taken toward that destination (``take``
+    waits if the walk laps sooner, which needs more than len(ports) probes in that time)."""
 
-    def __init__(self, ports: range | None, start: int | None = None) -> None:
+    def __init__(self, ports: range, client: str, state_dir: Path | None = None,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
         self.ports = ports
-        self._next = (random.randrange(len(ports)) if start is None else start) if ports else 0
-        self._lock = threading.Lock()
+        self.state_dir = state_dir or STATE_DIR
+        self.client = client
+        self._clock, self._sleep = clock, sleep
 
-    def take(self) -> int:
-        """The next probe port (only for ``ports`` that are not None)."""
-        assert self.ports, "no probe ports: let the kernel choose"
-        with self._lock:
-            port = self.ports[self._next % len(self.ports)]
-            self._next += 1
-        return port
+    def take(self, host: str, port: int) -> int:
+        """The next probe port toward ``host``:``port``."""
+        name = f"{self.client}_{host}_{port}_{self.ports.start}-{self.ports.stop}"
+        name = re.sub(r"[^A-Za-z0-9.-]", "_", name)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        size = _CURSOR.size + _STAMP.size * len(self.ports)
+        # A new descriptor per take: flock then excludes this process's other threads too.
+        fd = os.open(self.state_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, 0)
+                os.ftruncate(fd, size)
+            turn = int(_CURSOR.unpack(os.pread(fd, _CURSOR.size, 0))[0]) % len(self.ports)
+            slot = _CURSOR.size + _STAMP.size * turn
+            now = self._clock()
+            last = float(_STAMP.unpack(os.pread(fd, _STAMP.size, slot))[0])
+            wait = min(max(last + REUSE_AFTER - now, 0.0), REUSE_AFTER)  # a clock set back waits no longer
+            os.pwrite(fd, _STAMP.pack(now + wait), slot)
+            os.pwrite(fd, _CURSOR.pack(turn + 1), 0)
+        finally:
+            os.close(fd)
+        if wait:
+            self._sleep(wait)
+        return self.ports[turn]
 
 
-_by_netns: dict[str | None, ProbePorts] = {}
+_by_netns: dict[str | None, ProbePorts | None] = {}
 _by_netns_lock = threading.Lock()
 
 
-def for_client(netns: str | None, read_range: Callable[[], str]) -> ProbePorts:
-    """The probe ports of one client (its network namespace's ephemeral range decides them)."""
+def for_client(netns: str | None, read_range: Callable[[], str]) -> ProbePorts | None:
+    """The probe ports of one client (its network namespace's ephemeral range decides them), or
+    None when it has none and probes take the kernel's ports."""
     with _by_netns_lock:
         if netns not in _by_netns:
             try:
                 ports = probe_range(parse_range(read_range()))
             except (OSError, ValueError):
                 ports = None
-            _by_netns[netns] = ProbePorts(ports)
+            _by_netns[netns] = ProbePorts(ports, netns or "host") if ports else None
         return _by_netns[netns]
-
