@@ -51,6 +51,20 @@ def test_an_lb_that_keeps_sending_elsewhere_never_settles() -> None:
         wait(itertools.cycle(["b", "a", "a"]), {"a"}, timeout=1.5)
 
 
+def test_reachable_by_named_backends_ignores_an_address_last_services_backends() -> None:
+    """An address reused from a deleted Service answers from that Service's backend first: the
+    wait for this Service's backends goes on until SUCCESSES answers in a row are its own."""
+    client = ScriptedClient(itertools.chain(["old", "old", "a", "old"], itertools.repeat("a")))
+    checks.wait_for_reachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, 3.0, by={"a", "b"})
+    assert client.asked == 4 + checks.SUCCESSES
+
+
+def test_reachable_by_named_backends_fails_naming_the_last_answer() -> None:
+    client = ScriptedClient(itertools.repeat("old"))
+    with pytest.raises(LbWaitTimeout, match=r"from 2 backends.*'old'"):
+        checks.wait_for_reachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, 0.5, by={"a", "b"})
+
+
 def test_probe_ports_lie_outside_the_kernels_ephemeral_range() -> None:
     """Linux's default range leaves 61000-65535 to probes; a range that spans nearly every port
     leaves none (probes then take the kernel's ports)."""

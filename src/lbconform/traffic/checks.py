@@ -49,15 +49,27 @@ def wait_for_backends(client: Client, host: str, port: int, want: set[str], time
         raise type(exc)(exc.description, exc.timeout, sorted(seen), exc.last_error) from None
 
 
-def wait_for_reachable(client: Client, host: str, port: int, timeout: float) -> None:
-    """``SUCCESSES`` new connections in a row get a 200 answer."""
+def wait_for_reachable(client: Client, host: str, port: int, timeout: float,
+                       by: set[str] | None = None) -> None:
+    """``SUCCESSES`` new connections in a row get a 200 answer; with ``by``, from backends among
+    those named (no need for all of them: under ClientIP affinity one answers). An address that a
+    deleted Service held a moment ago still reaches that Service's backends until every
+    kube-proxy has caught up, and a 200 from them is not this Service serving."""
+    last: list[str] = []
 
     def ok() -> bool:
-        return client.get(host, port, probe=True).status == 200
+        if by is None:
+            return client.get(host, port, probe=True).status == 200
+        last[:] = [client.backend(host, port, probe=True)]
+        return last[0] in by
 
-    await_convergence(ok, successes=SUCCESSES, timeout=timeout, interval=0.1,
-                      timeout_error=LbWaitTimeout,
-                      description=f"{host}:{port} to answer")
+    whom = f" from {len(by)} backends" if by is not None else ""
+    try:
+        await_convergence(ok, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                          timeout_error=LbWaitTimeout,
+                          description=f"{host}:{port} to answer{whom}")
+    except WaitTimeout as exc:
+        raise type(exc)(exc.description, exc.timeout, {"last answered by": last}, exc.last_error) from None
 
 
 def wait_for_unreachable(client: Client, host: str, port: int, timeout: float, attempt: float = 1.0) -> None:
