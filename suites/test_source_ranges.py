@@ -34,6 +34,6 @@ def test_source_range_denies_unlisted_client(make_backends: MakeBackends, make_s
     lb.update(admitted)
     lb.wait_for_backends(backends.names())
     lb.update(tweaks.source_ranges(FOREIGN_RANGE))
-    lb.wait_for_unreachable()
+    lb.wait_for_unreachable(backends.names())
     lb.update(admitted)
     lb.wait_for_backends(backends.names())

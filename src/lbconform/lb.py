@@ -85,8 +85,9 @@ class LoadBalancer:
         checks.wait_for_backends(self.target.client, self.vip, port or self.port(), names,
                                  self.target.timeouts.lb_propagation)
 
-    def wait_for_unreachable(self, port: int | None = None) -> None:
-        checks.wait_for_unreachable(self.target.client, self.vip, port or self.port(),
+    def wait_for_unreachable(self, names: set[str], port: int | None = None) -> None:
+        """New connections through the VIP no longer reach the backends in ``names``."""
+        checks.wait_for_unreachable(self.target.client, self.vip, port or self.port(), names,
                                     self.target.timeouts.lb_propagation, self.target.timeouts.request)
 
     # --- the implementation's view ------------------------------------------------------

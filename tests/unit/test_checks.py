@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from lbconform.traffic import checks, probe_ports
-from lbconform.traffic.client import Client
+from lbconform.traffic.client import Answer, Client
 from lbconform.wait import LbWaitTimeout
 
 
@@ -27,6 +27,14 @@ class ScriptedClient:
         assert probe, "a wait's connections are probes"
         self.asked += 1
         return next(self.names)
+
+    def get(self, host: str, port: int, path: str = "/hostname", timeout: float | None = None,
+            probe: bool = False) -> Answer:
+        """The next name as a 200 answer; the name "-" as a connection that fails."""
+        name = self.backend(host, port, probe)
+        if name == "-":
+            raise ConnectionRefusedError(f"{host}:{port} refused")
+        return Answer(200, name, "198.19.0.2")
 
 
 def wait(names: Iterator[str], want: set[str], timeout: float = 3.0) -> ScriptedClient:
@@ -63,6 +71,20 @@ def test_reachable_by_named_backends_fails_naming_the_last_answer() -> None:
     client = ScriptedClient(itertools.repeat("old"))
     with pytest.raises(LbWaitTimeout, match=r"from 2 backends.*'old'"):
         checks.wait_for_reachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, 0.5, by={"a", "b"})
+
+
+def test_unreachable_once_only_failures_or_other_services_backends_answer() -> None:
+    """A deleted Service's address: its own backend answers, then nothing, then the next
+    Service's backend (the implementation gave it the freed address): no longer reaching it."""
+    client = ScriptedClient(iter(["a", "a", "-", "a", "-", "next", "-"]))
+    checks.wait_for_unreachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, {"a"}, 3.0)
+    assert client.asked == 7
+
+
+def test_an_address_that_keeps_reaching_its_backends_is_not_unreachable() -> None:
+    client = ScriptedClient(itertools.cycle(["-", "a"]))
+    with pytest.raises(LbWaitTimeout, match=r"other than these 1.*200 a"):
+        checks.wait_for_unreachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, {"a"}, 0.5)
 
 
 def test_probe_ports_lie_outside_the_kernels_ephemeral_range() -> None:

@@ -72,22 +72,33 @@ def wait_for_reachable(client: Client, host: str, port: int, timeout: float,
         raise type(exc)(exc.description, exc.timeout, {"last answered by": last}, exc.last_error) from None
 
 
-def wait_for_unreachable(client: Client, host: str, port: int, timeout: float, attempt: float = 1.0) -> None:
-    """``SUCCESSES`` new connections in a row fail (refused, reset or no answer in ``attempt``).
-    They are probes: a probe port is never one a node still holds a stale entry for (see
-    ``probe_ports``), so the harness's own earlier connections cannot fake "unreachable", and the
-    entries these leave (the address is not served) never meet a measured connection."""
+def wait_for_unreachable(client: Client, host: str, port: int, backends: set[str], timeout: float,
+                         attempt: float = 1.0) -> None:
+    """``SUCCESSES`` new connections in a row reach none of ``backends``: they fail (refused,
+    reset or no answer in ``attempt``), or a backend outside them answers (an implementation may
+    give a freed address to the next Service at once, as MetalLB does; the Service that let it go
+    is what is checked). They are probes: a probe port is never one a node still holds a stale
+    entry for (see ``probe_ports``), so the harness's own earlier connections cannot fake
+    "unreachable", and the entries these leave (the address is not served) never meet a measured
+    connection."""
+    last: list[str] = []
 
     def fails() -> bool:
         try:
-            client.get(host, port, timeout=attempt, probe=True)
-        except OSError:
+            answer = client.get(host, port, timeout=attempt, probe=True)
+        except OSError as exc:
+            last[:] = [f"failed: {exc}"]
             return True
-        return False
+        last[:] = [f"{answer.status} {answer.body[:80]}"]
+        return answer.status == 200 and answer.body not in backends
 
-    await_convergence(fails, successes=SUCCESSES, timeout=timeout, interval=0.1,
-                      timeout_error=LbWaitTimeout,
-                      description=f"{host}:{port} to refuse or drop new connections")
+    try:
+        await_convergence(fails, successes=SUCCESSES, timeout=timeout, interval=0.1,
+                          timeout_error=LbWaitTimeout,
+                          description=f"{host}:{port} to refuse or drop new connections, or answer from "
+                                      f"backends other than these {len(backends)}")
+    except WaitTimeout as exc:
+        raise type(exc)(exc.description, exc.timeout, {"last": last}, exc.last_error) from None
 
 
 def spread(client: Client, host: str, port: int, connections: int) -> Counter[str]:
