@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
@@ -25,12 +26,35 @@ from lbconform.providers.base import ServiceRef
 from lbconform.providers.metallb import MetalLBProvider
 from lbconform.wait import poll_until
 from tests.lab.helpers import client_get, deploy_backend, wait_for_vip
+from tests.lab.runs import lbconform_run, outcome
 from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
 
 #: MetalLB assigns and announces within seconds of the Service; this bounds a lab under load.
 VIP_SECONDS = 30.0
+
+#: What MetalLB does not claim, so core and extended report it not supported, with its reason:
+#: it probes nothing (health-check transitions, and the ``p < u`` ordering violation that rests
+#: on a time to unhealthy), sets no ``load-balancer-cleanup`` finalizer, announces nodes and not
+#: pod IPs (layer 2), and has no idle timeout of its own (it forwards nothing: kube-proxy does).
+NOT_SUPPORTED_ON_METALLB = {
+    *(f"test_health_checks::{t}" for t in (
+        "test_healthy_after_new_local_endpoint_ready",
+        "test_node_to_be_deleted_leaves_cluster_policy_pool",
+        "test_only_terminating_endpoints_fail_the_health_check",
+        "test_unhealthy_after_last_local_endpoint_gone")),
+    "test_graceful_termination::test_ordering_violation_fails_requests[p-below-u]",
+    "test_lifecycle::test_cleanup_finalizer_while_provisioned",
+    *(f"test_backend_pool::{t}" for t in (
+        "test_pod_pool_equals_ready_pod_ips", "test_pod_pool_follows_a_burst_of_changes",
+        "test_pod_pool_follows_scale_down", "test_pod_pool_follows_scale_up")),
+    *(f"test_idle_and_keepalive::{t}" for t in (
+        "test_flows_idle_below_the_timeout_survive_a_change",
+        "test_flows_idle_beyond_the_timeout_move_after_a_change",
+        "test_flows_idle_beyond_the_timeout_survive_without_a_change", "test_idle_timeout_measured",
+        "test_idled_out_flows_reset_when_asked", "test_keepalive_shorter_than_idle_survives_changes")),
+}
 
 
 def mac_of(netns: str, dev: str) -> str:
@@ -92,6 +116,24 @@ def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab
 
     assert no_lab.down() is True
     assert_nothing_left(no_lab.dir, before)
+
+
+def test_core_and_extended_pass_on_metallb(no_lab: Lab, tmp_path: Path) -> None:
+    """``run --provider metallb`` boots the MetalLB lab, and core and extended pass there: every
+    test passes or is not supported for a reason MetalLB's model gives; the lab goes after."""
+    result = lbconform_run("--provider", "metallb", "--profile", "core", "--profile", "extended", "-n", "2",
+                           report_dir=tmp_path)
+    assert result.returncode == 0, outcome(result)
+    assert "lab booted" in result.stderr and "lab removed" in result.stderr
+    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    assert doc["target"]["provider"] == "metallb"
+    not_supported = set()
+    for profile in doc["profiles"]:
+        assert profile["statistics"]["failed"] == 0 and profile["statistics"]["skipped"] == 0, profile
+        assert profile["statistics"]["errors"] == 0, profile
+        not_supported |= set(profile["tests"]["notSupported"])
+    assert not_supported == NOT_SUPPORTED_ON_METALLB
+    assert not no_lab.dir.exists()
 
 
 @pytest.mark.parametrize("args, says", [
