@@ -115,23 +115,23 @@ def test_probe_ports_are_shared_in_turn_by_every_process_toward_one_address(tmp_
     """Two processes (two ProbePorts on one state directory) take the ports of one destination in
     turn; another destination has its own turn."""
     first, second = (probe_ports.ProbePorts(range(61000, 61004), "lbc-client", tmp_path) for _ in range(2))
-    assert [first.take("198.18.0.10", 80), second.take("198.18.0.10", 80), first.take("198.18.0.10", 80)] \
-        == [61000, 61001, 61002]
-    assert second.take("198.18.0.11", 80) == 61000
-    assert second.take("198.18.0.10", 8080) == 61000
+    vip = "198.18.0.10"
+    assert [first.take(vip, 80, 3), second.take(vip, 80, 3), first.take(vip, 80, 3)] == [61000, 61001, 61002]
+    assert second.take("198.18.0.11", 80, 3) == 61000
+    assert second.take(vip, 8080, 3) == 61000
 
 
-def test_a_probe_port_comes_round_again_only_after_reuse_after(tmp_path: Path) -> None:
-    """More probes toward one address than there are ports within REUSE_AFTER: the walk laps and
-    the next take waits until the port's last use is REUSE_AFTER old."""
+def test_a_probe_port_rests_linger_after_its_probes_last_packet(tmp_path: Path) -> None:
+    """More probes toward one address than there are ports: the walk laps, and the next take waits
+    until LINGER has passed since the port's last probe could send (taken, plus its lifetime)."""
     clock = FakeClock()
     ports = probe_ports.ProbePorts(range(61000, 61003), "lbc-client", tmp_path, clock, clock.sleep)
-    taken = [ports.take("198.18.0.10", 80) for _ in range(3)]
+    taken = [ports.take("198.18.0.10", 80, 9) for _ in range(3)]
     clock.now += 10
-    assert ports.take("198.18.0.10", 80) == taken[0] == 61000
-    assert clock.slept == [probe_ports.REUSE_AFTER - 10]
-    clock.now += probe_ports.REUSE_AFTER
-    assert ports.take("198.18.0.10", 80) == 61001
+    assert ports.take("198.18.0.10", 80, 9) == taken[0] == 61000
+    assert clock.slept == [9 + probe_ports.LINGER - 10]
+    clock.now += probe_ports.LINGER + 9
+    assert ports.take("198.18.0.10", 80, 9) == 61001
     assert len(clock.slept) == 1
 
 

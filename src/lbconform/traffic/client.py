@@ -31,6 +31,11 @@ class Answer:
     local_address: str
 
 
+#: A probe connection's last packet leaves within this many of its timeouts: the connect, the
+#: answer's head and its body each have one.
+PROBE_LIFETIMES = 3
+
+
 class _FromProbePort(http.client.HTTPConnection):
     """A connection from the next probe port toward its destination (see ``probe_ports``): a
     port another socket holds (a listener, or this four-tuple still in TIME_WAIT) is skipped.
@@ -47,7 +52,8 @@ class _FromProbePort(http.client.HTTPConnection):
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.settimeout(self.timeout)
-                sock.bind(("", self.ports.take(self.host, self.port)))
+                lasts = PROBE_LIFETIMES * (self.timeout or 0.0)
+                sock.bind(("", self.ports.take(self.host, self.port, lasts)))
                 sock.connect((self.host, self.port))
             except OSError as exc:
                 sock.close()

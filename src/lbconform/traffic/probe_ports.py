@@ -2,21 +2,23 @@
 toward one address while a node may still hold conntrack state for them.
 
 Why this exists: a SYN that reaches a node while kube-proxy has no rules for a load-balancer
-address (MetalLB announces an address as soon as it is assigned and kube-proxy programs it once
-it reads the Service's status; a deleted Service's address is still announced for a moment)
-leaves a conntrack entry without NAT on that node for 120 s, and a later connection from the
-same source port to the same address follows that entry and never reaches a backend
-(kubernetes/kubernetes#101607). The harness probes in exactly such windows (waits for an
-address to serve, waits for a deleted one to stop), and addresses are reused from test to test.
+address leaves a conntrack entry without NAT on that node for 120 s, and a later connection from
+the same source port to the same address follows that entry and never reaches a backend
+(kubernetes/kubernetes#101607). MetalLB announces an address as soon as it is assigned, and
+kube-proxy programs it once it reads the Service's status; a deleted Service's address still
+reaches its last node while the client's router remembers that node's MAC. The harness probes
+in exactly such windows (waits for an address to serve, waits for a deleted one to stop), and
+addresses are reused from test to test.
 
 So probes bind ports outside the kernel's ephemeral range, which is all that measured traffic
 (checks, the traffic engines, Locust) ever gets: a probe never spoils a measured connection's
-port. And a probe port is not used again toward the same address and port for ``REUSE_AFTER``,
-by any harness process on this machine (xdist workers, a run inside a test): an earlier probe
-never spoils a later one, so a wait for "unreachable" cannot be satisfied by the harness's own
-stale entry. The turn of each destination lives in a small file under ``STATE_DIR``, locked
-while a port is taken. Where no range is left outside the kernel's (a client whose ephemeral
-range spans nearly every port), probes take the kernel's ports.
+port. And a probe port is not used again toward the same address and port until ``LINGER``
+after the last packet its probe could send, by any harness process on this machine (xdist
+workers, a run inside a test): an earlier probe never spoils a later one, so a wait for
+"unreachable" cannot be satisfied by the harness's own stale entry. The turn of each destination
+lives in a small file under ``STATE_DIR``, locked while a port is taken. Where no range is left
+outside the kernel's (a client whose ephemeral range spans nearly every port), probes take the
+kernel's ports.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ MIN_PROBE_PORTS = 512
 BUSY = (errno.EADDRINUSE, errno.EADDRNOTAVAIL)
 #: Ports a probe tries before it gives up on binding one.
 ATTEMPTS = 16
-#: Seconds before a probe port is used again toward the same address and port: conntrack keeps an
-#: unanswered SYN (SYN_SENT) and a closed connection (TIME_WAIT) 120 s after its last packet, and
-#: a probe's last packet leaves within its timeout (seconds).
-REUSE_AFTER = 150.0
+#: Seconds a probe port rests toward one address and port after the last packet its probe could
+#: send (its timeout after it was taken): conntrack keeps an unanswered SYN (SYN_SENT) and a closed
+#: connection (TIME_WAIT) 120 s after their last packet; 10 s more for clocks and lag.
+LINGER = 130.0
 #: The turns of every destination, shared by this user's harness processes on this machine.
 STATE_DIR = Path(tempfile.gettempdir()) / f"lbconform-probe-ports-{os.getuid()}"
 
@@ -70,8 +72,9 @@ def probe_range(ephemeral: tuple[int, int]) -> range | None:
 
 class ProbePorts:
     """The probe ports of one client: each destination walks ``ports`` in turn, and a port comes
-    round again only ``REUSE_AFTER`` after it was last taken toward that destination (``take``
-    waits if the walk laps sooner, which needs more than len(ports) probes in that time)."""
+    round again only ``LINGER`` after its last probe toward that destination could have sent its
+    last packet (``take`` waits if the walk laps sooner, which needs more than len(ports) probes
+    in that time)."""
 
     def __init__(self, ports: range, client: str, state_dir: Path | None = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -80,8 +83,9 @@ class ProbePorts:
         self.client = client
         self._clock, self._sleep = clock, sleep
 
-    def take(self, host: str, port: int) -> int:
-        """The next probe port toward ``host``:``port``."""
+    def take(self, host: str, port: int, lasts: float) -> int:
+        """The next probe port toward ``host``:``port``, for a probe that sends its last packet
+        within ``lasts`` seconds."""
         name = f"{self.client}_{host}_{port}_{self.ports.start}-{self.ports.stop}"
         name = re.sub(r"[^A-Za-z0-9.-]", "_", name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -97,8 +101,9 @@ class ProbePorts:
             slot = _CURSOR.size + _STAMP.size * turn
             now = self._clock()
             last = float(_STAMP.unpack(os.pread(fd, _STAMP.size, slot))[0])
-            wait = min(max(last + REUSE_AFTER - now, 0.0), REUSE_AFTER)  # a clock set back waits no longer
-            os.pwrite(fd, _STAMP.pack(now + wait), slot)
+            # ``last`` is when the port's previous probe could last send; a clock set back waits no longer.
+            wait = min(max(last + LINGER - now, 0.0), LINGER)
+            os.pwrite(fd, _STAMP.pack(now + wait + lasts), slot)
             os.pwrite(fd, _CURSOR.pack(turn + 1), 0)
         finally:
             os.close(fd)
