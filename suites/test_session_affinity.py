@@ -25,7 +25,6 @@ def test_client_ip_affinity_keeps_one_backend(make_backends: MakeBackends, make_
     backends = make_backends(tweaks.one_per_node)
     lb = make_service(tweaks.session_affinity_client_ip, tweaks.traffic_policy(policy))
     lb.wait_for_settled_pool(backends)
-    checks.wait_for_reachable(client, lb.vip, lb.port(), lb.target.timeouts.lb_propagation,
-                              by=backends.names())
+    checks.wait_for_reachable(client, lb.vip, lb.port(), backends.names(), lb.target.timeouts.lb_propagation)
     answers = [checks.answer_or_failure(client, lb.vip, lb.port()) for _ in range(AFFINITY_CONNECTIONS)]
     assert len(set(answers)) == 1 and answers[0] in backends.names(), answers

@@ -14,6 +14,7 @@ import pytest
 from lbconform.traffic import checks, probe_ports
 from lbconform.traffic.client import Answer, Client
 from lbconform.wait import LbWaitTimeout
+from tests.unit.test_wait import FakeClock
 
 
 class ScriptedClient:
@@ -63,14 +64,14 @@ def test_reachable_by_named_backends_ignores_an_address_last_services_backends()
     """An address reused from a deleted Service answers from that Service's backend first: the
     wait for this Service's backends goes on until SUCCESSES answers in a row are its own."""
     client = ScriptedClient(itertools.chain(["old", "old", "a", "old"], itertools.repeat("a")))
-    checks.wait_for_reachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, 3.0, by={"a", "b"})
+    checks.wait_for_reachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, {"a", "b"}, 3.0)
     assert client.asked == 4 + checks.SUCCESSES
 
 
 def test_reachable_by_named_backends_fails_naming_the_last_answer() -> None:
     client = ScriptedClient(itertools.repeat("old"))
     with pytest.raises(LbWaitTimeout, match=r"from 2 backends.*'old'"):
-        checks.wait_for_reachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, 0.5, by={"a", "b"})
+        checks.wait_for_reachable(cast(Client, cast(Any, client)), "198.18.0.10", 80, {"a", "b"}, 0.5)
 
 
 def test_unreachable_once_only_failures_or_other_services_backends_answer() -> None:
@@ -96,25 +97,11 @@ def test_probe_ports_lie_outside_the_kernels_ephemeral_range() -> None:
     assert probe_ports.probe_range((1024, 65100)) is None
 
 
-class FakeClock:
-    """Time that moves only when somebody sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def test_probe_ports_are_shared_in_turn_by_every_process_toward_one_address(tmp_path: Path) -> None:
     """Two processes (two ProbePorts on one state directory) take the ports of one destination in
     turn; another destination has its own turn."""
-    first, second = (probe_ports.ProbePorts(range(61000, 61004), "lbc-client", tmp_path) for _ in range(2))
+    state = tmp_path / "not-yet"  # the first take makes it
+    first, second = (probe_ports.ProbePorts(range(61000, 61004), "lbc-client", state) for _ in range(2))
     vip = "198.18.0.10"
     assert [first.take(vip, 80, 3), second.take(vip, 80, 3), first.take(vip, 80, 3)] == [61000, 61001, 61002]
     assert second.take("198.18.0.11", 80, 3) == 61000
@@ -125,14 +112,15 @@ def test_a_probe_port_rests_linger_after_its_probes_last_packet(tmp_path: Path) 
     """More probes toward one address than there are ports: the walk laps, and the next take waits
     until LINGER has passed since the port's last probe could send (taken, plus its lifetime)."""
     clock = FakeClock()
+    clock.now = 1000.0  # past a fresh file's stamps (zero) plus LINGER, as wall-clock time always is
     ports = probe_ports.ProbePorts(range(61000, 61003), "lbc-client", tmp_path, clock, clock.sleep)
     taken = [ports.take("198.18.0.10", 80, 9) for _ in range(3)]
     clock.now += 10
     assert ports.take("198.18.0.10", 80, 9) == taken[0] == 61000
-    assert clock.slept == [9 + probe_ports.LINGER - 10]
+    assert clock.sleeps == [9 + probe_ports.LINGER - 10]
     clock.now += probe_ports.LINGER + 9
     assert ports.take("198.18.0.10", 80, 9) == 61001
-    assert len(clock.slept) == 1
+    assert len(clock.sleeps) == 1
 
 
 def test_a_probe_leaves_from_a_probe_port_and_skips_a_busy_one(monkeypatch: pytest.MonkeyPatch,

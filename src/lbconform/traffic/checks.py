@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 
 from lbconform.traffic.client import Client
 from lbconform.wait import LbWaitTimeout, WaitTimeout, await_convergence, poll_until
@@ -18,6 +19,17 @@ SUCCESSES = 3
 #: Answers in a row from the wanted backends that settle a wait once another backend answered:
 #: an LB sending one connection in three elsewhere passes twenty in a row once in 3**20 tries.
 SETTLED = 20
+
+
+def _converge(holds: Callable[[], bool], description: str, timeout: float, last: object,
+              interval: float = 0.1) -> None:
+    """``holds`` holds ``SUCCESSES`` times in a row within ``timeout``; a timeout carries ``last``
+    (what the wait saw last, filled in by ``holds``)."""
+    try:
+        await_convergence(holds, successes=SUCCESSES, timeout=timeout, interval=interval,
+                          timeout_error=LbWaitTimeout, description=description)
+    except WaitTimeout as exc:
+        raise type(exc)(exc.description, exc.timeout, last, exc.last_error) from None
 
 
 def wait_for_backends(client: Client, host: str, port: int, want: set[str], timeout: float) -> None:
@@ -49,27 +61,19 @@ def wait_for_backends(client: Client, host: str, port: int, want: set[str], time
         raise type(exc)(exc.description, exc.timeout, sorted(seen), exc.last_error) from None
 
 
-def wait_for_reachable(client: Client, host: str, port: int, timeout: float,
-                       by: set[str] | None = None) -> None:
-    """``SUCCESSES`` new connections in a row get a 200 answer; with ``by``, from backends among
-    those named (no need for all of them: under ClientIP affinity one answers). An address that a
-    deleted Service held a moment ago still reaches that Service's backends until every
-    kube-proxy has caught up, and a 200 from them is not this Service serving."""
+def wait_for_reachable(client: Client, host: str, port: int, backends: set[str], timeout: float) -> None:
+    """``SUCCESSES`` new connections in a row are answered by backends among ``backends`` (not
+    all of them: under ClientIP affinity one answers). An address that a deleted Service held a
+    moment ago still reaches that Service's backends until every kube-proxy has caught up, and
+    an answer from them is not this Service serving."""
     last: list[str] = []
 
-    def ok() -> bool:
-        if by is None:
-            return client.get(host, port, probe=True).status == 200
+    def ours() -> bool:
         last[:] = [client.backend(host, port, probe=True)]
-        return last[0] in by
+        return last[0] in backends
 
-    whom = f" from {len(by)} backends" if by is not None else ""
-    try:
-        await_convergence(ok, successes=SUCCESSES, timeout=timeout, interval=0.1,
-                          timeout_error=LbWaitTimeout,
-                          description=f"{host}:{port} to answer{whom}")
-    except WaitTimeout as exc:
-        raise type(exc)(exc.description, exc.timeout, {"last answered by": last}, exc.last_error) from None
+    _converge(ours, f"{host}:{port} to answer from {len(backends)} backends", timeout,
+              {"last answered by": last})
 
 
 def wait_for_unreachable(client: Client, host: str, port: int, backends: set[str], timeout: float,
@@ -92,13 +96,8 @@ def wait_for_unreachable(client: Client, host: str, port: int, backends: set[str
         last[:] = [f"{answer.status} {answer.body[:80]}"]
         return answer.status == 200 and answer.body not in backends
 
-    try:
-        await_convergence(fails, successes=SUCCESSES, timeout=timeout, interval=0.1,
-                          timeout_error=LbWaitTimeout,
-                          description=f"{host}:{port} to refuse or drop new connections, or answer from "
-                                      f"backends other than these {len(backends)}")
-    except WaitTimeout as exc:
-        raise type(exc)(exc.description, exc.timeout, {"last": last}, exc.last_error) from None
+    _converge(fails, f"{host}:{port} to refuse or drop new connections, or answer from backends "
+                     f"other than these {len(backends)}", timeout, {"last": last})
 
 
 def spread(client: Client, host: str, port: int, connections: int) -> Counter[str]:
@@ -133,12 +132,8 @@ def wait_for_source_kept(client: Client, host: str, port: int, timeout: float) -
         last[:] = [(seen, sent_from)]
         return seen == sent_from
 
-    try:
-        await_convergence(kept, successes=SUCCESSES, timeout=timeout, interval=0.1,
-                          timeout_error=LbWaitTimeout,
-                          description=f"backends behind {host}:{port} to see the client's own address")
-    except WaitTimeout as exc:
-        raise type(exc)(exc.description, exc.timeout, {"seen, sent from": last}, exc.last_error) from None
+    _converge(kept, f"backends behind {host}:{port} to see the client's own address", timeout,
+              {"seen, sent from": last})
 
 
 def wait_for_health_check(client: Client, node_ip: str, port: int, namespace: str, service: str,
@@ -155,10 +150,5 @@ def wait_for_health_check(client: Client, node_ip: str, port: int, namespace: st
         return (answer.status == want and body["service"] == {"namespace": namespace, "name": service}
                 and body["localEndpoints"] == local_endpoints)
 
-    try:
-        await_convergence(as_expected, successes=SUCCESSES, timeout=timeout, interval=0.2,
-                          timeout_error=LbWaitTimeout,
-                          description=f"{node_ip}:{port}/healthz to answer {want} with "
-                                      f"localEndpoints={local_endpoints}")
-    except WaitTimeout as exc:
-        raise type(exc)(exc.description, exc.timeout, last, exc.last_error) from None
+    _converge(as_expected, f"{node_ip}:{port}/healthz to answer {want} with localEndpoints={local_endpoints}",
+              timeout, last, interval=0.2)

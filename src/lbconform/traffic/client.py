@@ -47,12 +47,12 @@ class _FromProbePort(http.client.HTTPConnection):
         self.ports = ports
 
     def connect(self) -> None:
+        lasts = PROBE_LIFETIMES * (self.timeout or 0.0)
         for attempt in range(1, probe_ports.ATTEMPTS + 1):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.settimeout(self.timeout)
-                lasts = PROBE_LIFETIMES * (self.timeout or 0.0)
                 sock.bind(("", self.ports.take(self.host, self.port, lasts)))
                 sock.connect((self.host, self.port))
             except OSError as exc:

@@ -87,11 +87,14 @@ class ProbePorts:
         """The next probe port toward ``host``:``port``, for a probe that sends its last packet
         within ``lasts`` seconds."""
         name = f"{self.client}_{host}_{port}_{self.ports.start}-{self.ports.stop}"
-        name = re.sub(r"[^A-Za-z0-9.-]", "_", name)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / re.sub(r"[^A-Za-z0-9.-]", "_", name)
         size = _CURSOR.size + _STAMP.size * len(self.ports)
         # A new descriptor per take: flock then excludes this process's other threads too.
-        fd = os.open(self.state_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # the first take on this machine, or a cleaned temp dir
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_size != size:
