@@ -12,10 +12,11 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import pytest
 
@@ -24,6 +25,8 @@ import pytest
 RUN_SECONDS = 1200
 
 Result = subprocess.CompletedProcess[str]
+#: What a run gives back: a finished process, or what a test made of it.
+T = TypeVar("T")
 
 
 #: One thread at a time starts a process, and with fork, not vfork: a run started from a pool
@@ -70,35 +73,41 @@ def selected_params(request: pytest.FixtureRequest, test: str, param: str) -> li
             if getattr(item, "originalname", "") == test and hasattr(item, "callspec")]
 
 
-class ConcurrentRuns:
+class ConcurrentRuns(Generic[T]):
     """Named runs, ``start(name, report_dir)`` each, started together on the first ``result``,
     ``parallel`` at a time; each run's report goes to its own folder under ``out``."""
 
-    def __init__(self, out: Path, names: Sequence[str], start: Callable[[str, Path], Result],
+    def __init__(self, out: Path, names: Sequence[str], start: Callable[[str, Path], T],
                  parallel: int) -> None:
         self.out, self.names, self.start = out, list(names), start
         self.pool = ThreadPoolExecutor(parallel, thread_name_prefix="lbconform-run")
-        self.runs: dict[str, tuple[Path, Future[Result]]] = {}
+        self.runs: dict[str, tuple[Path, Future[T]]] = {}
 
-    def result(self, name: str) -> tuple[Result, Path]:
+    def _start_all(self) -> None:
         if not self.runs:
             for each in self.names:
                 self.runs[each] = (self.out / each, self.pool.submit(self.start, each, self.out / each))
+
+    def result(self, name: str) -> tuple[T, Path]:
+        self._start_all()
         report_dir, future = self.runs[name]
         return future.result(), report_dir
 
     def wait_all(self) -> None:
+        """Every run has ended (the ones not started yet start now)."""
+        self._start_all()
         self.pool.shutdown(wait=True)
 
 
 @contextmanager
 def selected_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, test: str,
-                  param: str, start: Callable[[str, Path], Result],
-                  parallel: int) -> Iterator[ConcurrentRuns]:
-    """The runs of the ``param`` values of ``test`` this session selected, ``parallel`` at a time,
-    each started with ``start``; waited for when the block ends."""
-    runs = ConcurrentRuns(tmp_path_factory.mktemp(f"{param}-runs"), selected_params(request, test, param),
-                          start, parallel)
+                  param: str, start: Callable[[str, Path], T], parallel: int,
+                  among: Collection[str] | None = None) -> Iterator[ConcurrentRuns[T]]:
+    """The runs of the ``param`` values of ``test`` this session selected (those ``among`` only,
+    when given), ``parallel`` at a time, each started with ``start``; waited for when the block
+    ends."""
+    names = [n for n in selected_params(request, test, param) if among is None or n in among]
+    runs = ConcurrentRuns(tmp_path_factory.mktemp(f"{param}-runs"), names, start, parallel)
     try:
         yield runs
     finally:

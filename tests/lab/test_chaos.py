@@ -1,5 +1,6 @@
 """The chaos side on the lab: every experiment runs standalone (``chaos run experiments/NAME.json``
-with KUBECONFIG in the environment, as a user runs it) and passes on the reference LB; the chaos
+with KUBECONFIG in the environment, as a user runs it) and passes on the reference LB (the ones
+that touch no node side by side, each on its own backends, as users run experiments); the chaos
 profile passes through ``lbconform run --allow-disruptive``; a disruptive experiment without
 ``allow_disruptive`` touches no node."""
 
@@ -10,20 +11,25 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
 
 from fixtures.chaos import Experiment
+from fixtures.lab import LabSession
 from lbconform.chaos.runner import experiment_path, parse_journal, var_arg
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier
+from lbconform.kube.namespaces import TestNamespaces
+from lbconform.kube.rawapi import RawApi
 from lbconform.lab.cluster import Lab
 from lbconform.providers.lab import LabProvider
 from lbconform.termination import Ordering
 from tests.lab.helpers import deploy_backend, wait_for_healthy, wait_for_vip
-from tests.lab.runs import lbconform_run, outcome
+from tests.lab.runs import ConcurrentRuns, lbconform_run, outcome, selected_runs
 
 pytestmark = pytest.mark.lab
 
@@ -45,6 +51,9 @@ EXPERIMENTS: dict[str, dict[str, object]] = {
 NODE_KILL_RATE = 20
 #: A whole standalone run: traffic, pauses, rollbacks (a node restart), Python start-up.
 EXPERIMENT_SECONDS = 240
+#: The experiments that touch no node run side by side, each against its own backends; the
+#: disruptive ones go one at a time after them.
+SIDE_BY_SIDE = ("backend-flap", "rolling-restart", "scale-to-zero")
 
 
 def node_kill_window() -> float:
@@ -79,24 +88,57 @@ def chaos_run(name: str, namespace: str, tmp_path: Path, **configuration: object
     return doc
 
 
-@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
-def test_experiment_runs_standalone_and_passes(name: str, test_namespace: Applier, tmp_path: Path) -> None:
+def run_standalone(name: str, namespace: Applier, tmp_path: Path) -> dict[str, object]:
+    """Backends for ``name`` in ``namespace``, served by the LB, then ``chaos run`` of the experiment
+    against them; its journal."""
     order = Ordering.correct(LabProvider().declared())
     avoid = [tweaks.avoid_node(VICTIM)] if name == "node-kill" else []
-    deploy_backend(test_namespace, *order.tweaks(), *avoid, tweaks.replicas(2 if avoid else 3))
-    assert test_namespace.namespace
-    wait_for_vip(test_namespace.api, test_namespace.namespace)
-    wait_for_healthy(test_namespace.namespace, 3)
-    window = node_kill_window()
-    extra = {"failure_tolerance": node_kill_budget(window)} if name == "node-kill" else {}
-    journal = chaos_run(name, test_namespace.namespace, tmp_path, **EXPERIMENTS[name], **extra)
+    deploy_backend(namespace, *order.tweaks(), *avoid, tweaks.replicas(2 if avoid else 3))
+    assert namespace.namespace
+    wait_for_vip(namespace.api, namespace.namespace)
+    wait_for_healthy(namespace.namespace, 3)
+    extra = {"failure_tolerance": node_kill_budget(node_kill_window())} if name == "node-kill" else {}
+    return chaos_run(name, namespace.namespace, tmp_path, **EXPERIMENTS[name], **extra)
+
+
+def run_in_a_namespace(namespaces: TestNamespaces, name: str, tmp_path: Path) -> dict[str, object]:
+    """``run_standalone`` in a fresh namespace, removed after whatever the outcome."""
+    namespace = namespaces.create()
+    try:
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        return run_standalone(name, namespace, tmp_path)
+    finally:
+        namespaces.release(namespace)
+
+
+@pytest.fixture(scope="module")
+def gentle_runs(lab_session: LabSession, lab_namespaces: TestNamespaces, request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns[dict[str, object]]]:
+    """The selected experiments that touch no node, all at once, each in a namespace of its own."""
+    lab_session.ensure_up()
+    start = partial(run_in_a_namespace, lab_namespaces)
+    with selected_runs(request, tmp_path_factory, "test_experiment_runs_standalone_and_passes", "name", start,
+                       len(SIDE_BY_SIDE), among=SIDE_BY_SIDE) as runs:
+        yield runs
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_experiment_runs_standalone_and_passes(name: str, gentle_runs: ConcurrentRuns[dict[str, object]],
+                                               lab_namespaces: TestNamespaces, kube: RawApi,
+                                               tmp_path: Path) -> None:
+    if name in SIDE_BY_SIDE:
+        journal, tmp_path = gentle_runs.result(name)
+    else:  # alone, once the gentle ones have ended: a drained or killed node would fail their requests
+        gentle_runs.wait_all()
+        journal = run_in_a_namespace(lab_namespaces, name, tmp_path)
     after = journal["steady_states"]["after"]  # type: ignore[index]
     values = {p["activity"]["name"]: p["output"] for p in after["probes"]}  # type: ignore[index]
     assert journal["status"] == "completed" and not journal["deviated"], (values, journal["_output"])
     assert all(r["status"] == "succeeded" for r in journal["rollbacks"]), journal["rollbacks"]  # type: ignore[union-attr]
-    nodes = test_namespace.api.get("/api/v1/nodes")["items"]
+    nodes = kube.get("/api/v1/nodes")["items"]
     assert all(not n["spec"].get("unschedulable") for n in nodes), "a node was left cordoned"
     if name == "node-kill":  # an LB that never drops the dead node fails here, whatever the count
+        window = node_kill_window()
         run = Experiment(parse_journal(name, journal, 0, tmp_path / f"{name}.journal.json", tmp_path))
         killed = run.started("kill-node")
         late = [round(f["at"] - killed, 2) for f in run.failures_after(killed) if f["at"] - killed > window]

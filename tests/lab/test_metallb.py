@@ -57,6 +57,10 @@ NOT_SUPPORTED_ON_METALLB = {
 }
 
 
+#: The chaos profile's tests: churn (3), drain and rollout (2), a node kill per traffic policy (2).
+CHAOS_TESTS = 7
+
+
 def mac_of(netns: str, dev: str) -> str:
     return ns.ip(netns, "-o", "link", "show", dev).split("link/ether ")[1].split()[0]
 
@@ -118,21 +122,29 @@ def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab
     assert_nothing_left(no_lab.dir, before)
 
 
-def test_core_and_extended_pass_on_metallb(no_lab: Lab, tmp_path: Path) -> None:
-    """``run --provider metallb`` boots the MetalLB lab, and core and extended pass there: every
-    test passes or is not supported for a reason MetalLB's model gives; the lab goes after."""
-    result = lbconform_run("--provider", "metallb", "--profile", "core", "--profile", "extended", "-n", "2",
-                           report_dir=tmp_path)
+def test_core_extended_and_chaos_pass_on_metallb(no_lab: Lab, tmp_path: Path) -> None:
+    """``run --provider metallb`` boots the MetalLB lab, and core, extended and chaos pass there:
+    every test passes or is not supported for a reason MetalLB's model gives. The node kills hit
+    the announcing node, and the datasheet has the failover time beside MetalLB's declared one.
+    The lab goes after."""
+    result = lbconform_run("--provider", "metallb", "--profile", "core", "--profile", "extended",
+                           "--profile", "chaos", "--allow-disruptive", "-n", "2", report_dir=tmp_path)
     assert result.returncode == 0, outcome(result)
     assert "lab booted" in result.stderr and "lab removed" in result.stderr
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     assert doc["target"]["provider"] == "metallb"
+    profiles = {p["name"]: p for p in doc["profiles"]}
+    assert set(profiles) == {"core", "extended", "chaos"}
     not_supported = set()
-    for profile in doc["profiles"]:
+    for profile in profiles.values():
         assert profile["statistics"]["failed"] == 0 and profile["statistics"]["skipped"] == 0, profile
         assert profile["statistics"]["errors"] == 0, profile
         not_supported |= set(profile["tests"]["notSupported"])
     assert not_supported == NOT_SUPPORTED_ON_METALLB
+    assert len(profiles["chaos"]["tests"]["passed"]) == CHAOS_TESTS
+    window = MetalLBProvider().declared().node_failure_window
+    failover = [m for m in doc["measurements"] if m["name"] == "node_kill_last_failure_after"]
+    assert len(failover) == 2 and all(m["declared"] == window for m in failover), failover
     assert not no_lab.dir.exists()
 
 

@@ -97,7 +97,7 @@ def run_row(defect: str, report_dir: Path) -> Result:
 
 @pytest.fixture(scope="module")
 def rows(lab_session: LabSession, request: pytest.FixtureRequest,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns]:
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns[Result]]:
     lab_session.ensure_up()
     with selected_runs(request, tmp_path_factory, "test_suite_catches_defect", "defect", run_row,
                        PARALLEL_ROWS) as runs:
@@ -105,7 +105,7 @@ def rows(lab_session: LabSession, request: pytest.FixtureRequest,
 
 
 @pytest.mark.parametrize("defect", sorted(DEFECT_SUITES))
-def test_suite_catches_defect(rows: ConcurrentRuns, defect: str) -> None:
+def test_suite_catches_defect(rows: ConcurrentRuns[Result], defect: str) -> None:
     _, tests, feature = DEFECT_SUITES[defect]
     result, report_dir = rows.result(defect)
     assert result.returncode == 1, outcome(result)
@@ -125,7 +125,7 @@ CHAOS_DEFECT_SUITES: dict[str, tuple[str, ...]] = {
 
 
 @pytest.mark.parametrize("defect", sorted(CHAOS_DEFECT_SUITES))
-def test_chaos_suite_catches_defect(rows: ConcurrentRuns, defect: str, tmp_path: Path) -> None:
+def test_chaos_suite_catches_defect(rows: ConcurrentRuns[Result], defect: str, tmp_path: Path) -> None:
     rows.wait_all()  # a node kill would fail the other rows' tests
     result = run_with_defect(defect, tmp_path, "--profile", "chaos", "--allow-disruptive", "--mode", "node",
                              "-n", "1", "--", "-k", "test_killed_node")
