@@ -43,9 +43,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# MetalLB too: the lab tests certify it (lab up --lb metallb), and it builds in its own module.
+# MetalLB and kube-vip too: the lab tests certify them (lab up --lb metallb|kube-vip), and each
+# builds in its own module.
 binaries: python
-	$(BIN)/lbconform lab build --with metallb
+	$(BIN)/lbconform lab build --with metallb --with kube-vip
 
 # One folder per version, so a new pin installs beside the old one and never mixes with it;
 # the CLI's own file is the stamp, written last by npm.

@@ -286,8 +286,8 @@ def parser() -> argparse.ArgumentParser:
                     help="the reference LB's default backend mode, node unless told "
                          "(per Service: lab.lbconform.io/mode)")
     up.add_argument("--lb", default=REFERENCE_LB, metavar="NAME",
-                    help=f"the lab's load balancer: {', '.join(LBS)} (default: {REFERENCE_LB}; metallb needs "
-                         "'lbconform lab build --with metallb')")
+                    help=f"the lab's load balancer: {', '.join(LBS)} (default: {REFERENCE_LB}; the others "
+                         "need 'lbconform lab build --with NAME')")
     up.set_defaults(func=cmd_lab_up)
     lb = lab.add_parser("lb", help="the reference load balancer's state and defects")
     lb.add_argument("what", choices=("state", "defects"))

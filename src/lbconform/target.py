@@ -57,12 +57,13 @@ def parse_options(items: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 #: Providers of the load balancers a lab can run, by the lab's ``--lb``.
-LAB_PROVIDERS = {"reference": "lab", "metallb": "metallb"}
+LAB_PROVIDERS = {"reference": "lab", "metallb": "metallb", "kube-vip": "kube-vip"}
 
 
 def check_lab_lb(provider: str, lab_lb: str) -> None:
     """A provider of a load balancer the lab can run must meet that one: the lab provider reads
-    the reference LB, the metallb provider MetalLB. Other providers are the user's to choose."""
+    the reference LB, the metallb provider MetalLB, the kube-vip provider kube-vip. Other providers
+    are the user's to choose."""
     wanted = LAB_PROVIDERS.get(lab_lb, "")
     if provider in LAB_PROVIDERS.values() and provider != wanted:
         need = next(lb for lb, p in LAB_PROVIDERS.items() if p == provider)

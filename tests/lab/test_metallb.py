@@ -149,9 +149,10 @@ def test_core_extended_and_chaos_pass_on_metallb(no_lab: Lab, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--lb", "nope"], "--lb 'nope': the lab's load balancers are reference, metallb"),
+    (["--lb", "nope"], "--lb 'nope': the lab's load balancers are reference, metallb, kube-vip"),
     (["--lb", "metallb", "--lb-defect", "ignore-health"], "defects belong to the reference LB"),
     (["--lb", "metallb", "--lb-mode", "pod"], "modes belong to the reference LB"),
+    (["--lb", "kube-vip", "--lb-defect", "ignore-health"], "defects belong to the reference LB"),
 ])
 def test_bad_lb_choices_are_refused_in_one_line_before_anything_is_made(
         no_lab: Lab, args: list[str], says: str) -> None:
@@ -160,16 +161,18 @@ def test_bad_lb_choices_are_refused_in_one_line_before_anything_is_made(
     assert_nothing_left(no_lab.dir, before)
 
 
-def test_metallb_before_its_build_names_the_build_command(no_lab: Lab, tmp_path: Path) -> None:
-    """With a cache that has the lab's binaries but not MetalLB's, ``lab up --lb metallb`` says
-    how to build it, and makes nothing."""
+@pytest.mark.parametrize("lb", ["metallb", "kube-vip"])
+def test_a_third_party_lb_before_its_build_names_the_build_command(no_lab: Lab, tmp_path: Path,
+                                                                   lb: str) -> None:
+    """With a cache that has the lab's binaries but not MetalLB's (or kube-vip's), ``lab up --lb
+    NAME`` says how to build it, and makes nothing."""
     cache = tmp_path / "cache"
     for art in build.ARTIFACTS:
         (cache / "bin").mkdir(parents=True, exist_ok=True)
         (cache / "bin" / art.key).symlink_to(art.bin_dir(build.cache_root()))
     before = root_namespace_snapshot()
     env = dict(os.environ, LBCONFORM_CACHE=str(cache), LBCONFORM_LAB_DIR=str(no_lab.dir.root))
-    error = one_line_error(cli("lab", "up", "--lb", "metallb", env=env))
-    assert "lbconform lab build --with metallb" in error
+    error = one_line_error(cli("lab", "up", "--lb", lb, env=env))
+    assert f"lbconform lab build --with {lb}" in error
     assert_nothing_left(no_lab.dir, before)
     assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout == ""

@@ -175,6 +175,26 @@ def test_metallb_images_run_the_built_binaries_whatever_the_tag(tmp_path: Path,
     program = images.resolve("quay.io/metallb/controller@sha256:00", [], [])
     assert program.argv == [controller] and program.image_id == f"lab://metallb-controller@{controller}"
 
+
+def test_kube_vip_images_run_the_built_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kube-vip's DaemonSet passes args to the image's entrypoint; its cloud provider's Deployment
+    names the binary as the command (the image's CMD)."""
+    monkeypatch.setenv("LBCONFORM_CACHE", str(tmp_path))
+    with pytest.raises(BuildError, match="--with kube-vip"):
+        images.resolve("ghcr.io/kube-vip/kube-vip:v1.2.2", [], ["manager"])
+    for art in build.OPTIONAL["kube-vip"]:
+        bindir = art.bin_dir(tmp_path)
+        bindir.mkdir(parents=True)
+        for name in [*art.commands, *art.files]:
+            (bindir / name).write_text("")
+        (bindir / ".complete").write_text("{}")
+    kube_vip = str(build.KUBE_VIP.bin_dir(tmp_path) / "kube-vip")
+    provider = str(build.KUBE_VIP_CLOUD_PROVIDER.bin_dir(tmp_path) / "kube-vip-cloud-provider")
+    assert images.resolve("ghcr.io/kube-vip/kube-vip:v1.2.2", [], ["manager"]).argv == [kube_vip, "manager"]
+    command = ["/kube-vip-cloud-provider", "--leader-elect-resource-name=kube-vip-cloud-controller"]
+    assert images.resolve("ghcr.io/kube-vip/kube-vip-cloud-provider:v0.0.12", command, []).argv == [
+        provider, command[1]]
+
 def test_exec_pre_stop_runs_before_sigterm(tmp_path: Path) -> None:
     marker = tmp_path / "hook-ran"
     c, log = _container(tmp_path, linger=0, pre_stop={

@@ -86,8 +86,24 @@ def test_an_optional_binary_says_which_build_makes_it(tmp_path: Path) -> None:
 def test_optional_artifacts_build_only_when_named() -> None:
     assert build.artifacts() == build.ARTIFACTS
     assert build.artifacts(["metallb"]) == (*build.ARTIFACTS, build.METALLB)
-    with pytest.raises(UsageError, match="--with nope: the lab can also build metallb"):
+    assert build.artifacts(["kube-vip"]) == (*build.ARTIFACTS, build.KUBE_VIP, build.KUBE_VIP_CLOUD_PROVIDER)
+    with pytest.raises(UsageError, match="--with nope: the lab can also build metallb, kube-vip"):
         build.artifacts(["nope"])
+
+
+def test_kube_vip_and_its_cloud_provider_say_which_build_makes_them(tmp_path: Path) -> None:
+    for name in ("kube-vip", "kube-vip-cloud-provider", build.KUBE_VIP_CLOUD_PROVIDER_MANIFEST):
+        with pytest.raises(BuildError, match="lbconform lab build --with kube-vip"):
+            build.file(name, tmp_path)
+
+
+def test_kube_vip_is_stamped_with_its_version_as_upstream_stamps_it() -> None:
+    """kube-vip names its own image from ``main.Version`` in the manifests it writes: unstamped,
+    the image would be ``ghcr.io/kube-vip/kube-vip:`` with no tag."""
+    assert build.stamp_ldflags(build.KUBE_VIP, "972e0fd6") == "-X main.Version=v1.2.2 -X main.Build=972e0fd6"
+    assert build.stamp_ldflags(build.KUBE_VIP_CLOUD_PROVIDER, "c2f036f3") == (
+        "-X k8s.io/component-base/version.gitVersion=v0.0.12")
+    assert build.stamp_ldflags(build.METALLB, "abc") == ""
 
 
 def test_metallb_builds_in_a_module_of_its_own_without_replaces() -> None:

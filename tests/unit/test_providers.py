@@ -13,7 +13,7 @@ from lbconform import providers
 from lbconform.errors import UsageError
 from lbconform.features import Feature
 from lbconform.kube.rawapi import ApiError
-from lbconform.providers import aws, azure, gke, kind, metallb
+from lbconform.providers import aws, azure, gke, kind, kubevip, metallb
 from lbconform.providers.base import NotSupported, PoolMember, Provider, ServiceRef
 from lbconform.providers.support import node_index
 
@@ -33,14 +33,14 @@ def test_generic_cannot_read_pools() -> None:
 
 
 def test_unknown_provider_lists_the_installed_ones() -> None:
-    installed = "aws, azure, generic, gke, kind, lab, metallb"
+    installed = "aws, azure, generic, gke, kind, kube-vip, lab, metallb"
     with pytest.raises(UsageError, match=rf"no provider named 'aks'.*{installed}"):
         providers.load("aks")
 
 
 # --- every provider --------------------------------------------------------------------------
 
-NEW_PROVIDERS = ("kind", "metallb", "azure", "gke", "aws")
+NEW_PROVIDERS = ("kind", "metallb", "kube-vip", "azure", "gke", "aws")
 SDKS = {"azure": "azure.mgmt.network", "gke": "google.cloud.compute_v1", "aws": "boto3"}
 
 
@@ -122,7 +122,7 @@ def test_a_missing_sdk_is_one_line_naming_the_extra(name: str, monkeypatch: pyte
 
 
 def test_providers_without_an_own_idea_of_pod_pools_say_so() -> None:
-    for name in ("kind", "metallb", "gke"):
+    for name in ("kind", "metallb", "kube-vip", "gke"):
         with pytest.raises(NotSupported):
             providers.load(name).pod_pool_annotations()
         assert Feature.POD_BACKEND_POOL not in providers.load(name).features()
@@ -252,6 +252,37 @@ def test_metallb_declares_no_health_checks_and_no_idle_timeout() -> None:
     assert not declared.health_checks and declared.idle_timeout is None
     assert {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT}.isdisjoint(provider.features())
     assert Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL in provider.features()
+
+
+# --- kube-vip --------------------------------------------------------------------------------
+
+def lease(holder: str) -> dict[str, Any]:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "kubevip-svc", "namespace": "ns"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
+
+
+def test_kube_vip_pool_is_the_holder_of_the_services_lease() -> None:
+    path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/kubevip-svc"
+    api = FakeApi({"/api/v1/nodes": METALLB_NODES, path: lease("worker-2")})
+    assert configured("kube-vip", api).backend_pool(ServiceRef("ns", "svc")) == [
+        PoolMember("10.0.0.12", None, "worker-2")]
+    assert configured("kube-vip", FakeApi({path: lease("")})).backend_pool(ServiceRef("ns", "svc")) == []
+    assert configured("kube-vip", FakeApi({})).backend_pool(ServiceRef("ns", "svc")) == []  # no election yet
+    api = FakeApi({"/api/v1/nodes": METALLB_NODES,
+                   "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lb-svc": lease("worker-1")})
+    prefixed = configured("kube-vip", api, **{"lease-prefix": "lb-"})
+    assert prefixed.backend_pool(ServiceRef("ns", "svc"))[0].name == "worker-1"
+
+
+def test_kube_vip_declares_its_lease_failover_and_the_cloud_providers_finalizer() -> None:
+    from lbconform.providers.base import ENTRY_ONE_NODE
+
+    provider = providers.load("kube-vip")
+    declared = provider.declared()
+    assert declared.node_failure_window == kubevip.NODE_FAILOVER_SECONDS == pytest.approx(15 + 2 * 2.2 + 3)
+    assert declared.entry == ENTRY_ONE_NODE and declared.cleanup_finalizer and not declared.health_checks
+    assert {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT}.isdisjoint(provider.features())
 
 
 # --- azure -----------------------------------------------------------------------------------
@@ -557,10 +588,11 @@ def test_the_node_failure_window_follows_the_health_checks_unless_declared() -> 
     assert not declared.cleanup_finalizer and not declared.health_checks
 
 
-def test_metallb_kills_nodes_only_in_the_lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+@pytest.mark.parametrize("name", ["metallb", "kube-vip"])
+def test_lab_hosted_providers_kill_nodes_only_in_the_lab(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Any) -> None:
     monkeypatch.setenv("LBCONFORM_LAB_DIR", str(tmp_path / "no-lab"))
-    provider = metallb.MetalLBProvider()
-    provider.configure(None, {})
+    provider = configured(name)
     for action in (provider.kill_node, provider.start_node, provider.restart_kube_proxy):
         with pytest.raises(NotSupported, match="outside the lab"):
             action("node-1")

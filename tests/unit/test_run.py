@@ -110,4 +110,7 @@ def test_a_lab_provider_must_meet_the_load_balancer_the_lab_runs() -> None:
         check_lab_lb("lab", "metallb")
     with pytest.raises(UsageError, match="--lb metallb"):
         check_lab_lb("metallb", "reference")
-    assert [lab_lb_for(p) for p in ("metallb", "lab", "kind")] == ["metallb", "reference", "reference"]
+    assert [lab_lb_for(p) for p in ("metallb", "lab", "kind", "kube-vip")] == [
+        "metallb", "reference", "reference", "kube-vip"]
+    with pytest.raises(UsageError, match="runs the kube-vip load balancer, not metallb"):
+        check_lab_lb("metallb", "kube-vip")

@@ -53,7 +53,9 @@ class Artifact:
     directory's ``*.go`` files, built inside ``build_in``'s module rather than a module of its own.
     ``files`` are upstream files the lab needs beside the binaries (a manifest), by name, with
     their path inside the module: copied from the module download with the binaries, so that a
-    built artifact never needs Go or the module cache again.
+    built artifact never needs Go or the module cache again. ``stamps`` are the ``-X`` variables
+    upstream's own build sets so that the binary knows its version, each a template of
+    ``{version}`` and ``{commit}``.
     """
 
     key: str
@@ -63,6 +65,7 @@ class Artifact:
     source: Path | None = None
     build_in: Artifact | None = None
     files: Mapping[str, str] = field(default_factory=dict)
+    stamps: Mapping[str, str] = field(default_factory=dict)
 
     def bin_dir(self, root: Path) -> Path:
         return root / "bin" / self.key
@@ -136,8 +139,30 @@ METALLB = Artifact(
     commands=versions.METALLB_COMMANDS,
     files={METALLB_MANIFEST: "config/manifests/metallb-native.yaml"},
 )
+#: kube-vip's cloud provider's own installation manifest (RBAC and its Deployment). kube-vip
+#: ships none in its module: its binary writes its RBAC and DaemonSet (``kube-vip manifest``).
+KUBE_VIP_CLOUD_PROVIDER_MANIFEST: Final = "kube-vip-cloud-controller.yaml"
+#: kube-vip and its cloud provider, each in a build module of its own (kube-vip pins k8s.io
+#: v0.36.2, the cloud provider v0.32.3), stamped as upstream's Makefile and Dockerfile stamp
+#: them: kube-vip writes its version into the image name of the manifests it generates.
+KUBE_VIP = Artifact(
+    key=f"kube-vip-{versions.KUBE_VIP_VERSION}",
+    module="github.com/kube-vip/kube-vip",
+    version=versions.KUBE_VIP_VERSION,
+    commands=versions.KUBE_VIP_COMMANDS,
+    stamps={"main.Version": "{version}", "main.Build": "{commit}"},
+)
+KUBE_VIP_CLOUD_PROVIDER = Artifact(
+    key=f"kube-vip-cloud-provider-{versions.KUBE_VIP_CLOUD_PROVIDER_VERSION}",
+    module="github.com/kube-vip/kube-vip-cloud-provider",
+    version=versions.KUBE_VIP_CLOUD_PROVIDER_VERSION,
+    commands=versions.KUBE_VIP_CLOUD_PROVIDER_COMMANDS,
+    files={KUBE_VIP_CLOUD_PROVIDER_MANIFEST: "manifest/kube-vip-cloud-controller.yaml"},
+    stamps={"k8s.io/component-base/version.gitVersion": "{version}"},
+)
 #: Built only when asked (``lbconform lab build --with NAME``): the lab runs without them.
-OPTIONAL: Mapping[str, tuple[Artifact, ...]] = {"metallb": (METALLB,)}
+OPTIONAL: Mapping[str, tuple[Artifact, ...]] = {"metallb": (METALLB,),
+                                                 "kube-vip": (KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER)}
 
 
 def artifacts(with_: Sequence[str] = ()) -> tuple[Artifact, ...]:
@@ -249,6 +274,12 @@ def version_ldflags(version: str, commit: str, build_date: str) -> str:
     return " ".join(f"-X {pkg}.{k}={v}" for pkg in pkgs for k, v in values.items())
 
 
+def stamp_ldflags(art: Artifact, commit: str) -> str:
+    """The ``-X`` flags of an artifact's ``stamps``, filled in with its version and commit."""
+    return " ".join(f"-X {var}={template.format(version=art.version, commit=commit)}"
+                    for var, template in art.stamps.items())
+
+
 def go_default_binary_name(package: str) -> str:
     """The file name ``go build -o DIR/`` gives a main package (a ``/vN`` suffix is skipped)."""
     parts = package.rstrip("/").split("/")
@@ -358,7 +389,9 @@ class Builder:
             self._build_own(go, art, art.build_in)
             return
         commit, date, srcdir = self._prepare_module(go, art)
-        ldflags = "-s -w " + (version_ldflags(art.version, commit, date) if art is KUBERNETES else "")
+        flags = ["-s -w", version_ldflags(art.version, commit, date) if art is KUBERNETES else "",
+                 stamp_ldflags(art, commit)]
+        ldflags = " ".join(f for f in flags if f)
         self._compile(go, art, ldflags, {"version": art.version, "commit": commit}, srcdir)
 
     def _build_own(self, go: str, art: Artifact, host: Artifact) -> None:

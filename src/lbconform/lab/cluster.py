@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from lbconform.errors import LabError, UsageError
 from lbconform.kube.rawapi import Json, RawApi, api_client
-from lbconform.lab import build, controlplane, metallb, network, procs
+from lbconform.lab import build, controlplane, kubevip, metallb, network, procs
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.api import PORT as LB_API_PORT
@@ -50,10 +50,12 @@ LB_USER: Final = "lbconform:lab-lb"
 
 REQUIRED_TOOLS: Final = {"ip": "iproute2", "nft": "nftables", "conntrack": "conntrack"}
 
-#: The lab's load balancers (``lab up --lb``): this project's reference LB, or MetalLB as upstream
-#: ships it (built with ``lab build --with metallb``).
-REFERENCE_LB, METALLB = "reference", "metallb"
-LBS: Final = (REFERENCE_LB, METALLB)
+#: The lab's load balancers (``lab up --lb``): this project's reference LB, or MetalLB or kube-vip
+#: as upstream ships them (built with ``lab build --with metallb`` or ``--with kube-vip``).
+REFERENCE_LB, METALLB, KUBE_VIP = "reference", "metallb", "kube-vip"
+LBS: Final = (REFERENCE_LB, METALLB, KUBE_VIP)
+#: The third-party load balancers' names as people write them, for messages.
+LB_NAMES: Final = {METALLB: "MetalLB", KUBE_VIP: "kube-vip"}
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -155,8 +157,9 @@ class Lab:
             )
         if not build.binaries_built():
             build.find_go()
-        if lb == METALLB and not build.optional_built(METALLB):
-            raise UsageError("MetalLB is not built: run 'lbconform lab build --with metallb', then retry")
+        if lb != REFERENCE_LB and not build.optional_built(lb):
+            raise UsageError(f"{LB_NAMES[lb]} is not built: run 'lbconform lab build --with {lb}', "
+                             "then retry")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             # The forward binds with SO_REUSEADDR too: a previous lab's TIME_WAIT is no conflict.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -172,7 +175,7 @@ class Lab:
            lb_defects: tuple[str, ...] = (), lb_mode: str | None = None,
            lb: str = REFERENCE_LB) -> BootReport:
         """Boot a lab. ``lb_mode`` and ``lb_defects`` are the reference LB's; with ``lb`` metallb
-        the lab runs MetalLB instead, which has neither."""
+        or kube-vip the lab runs that instead, which has neither."""
         nodes = topo.nodes(node_count)
         if not 1024 <= api_port <= 65535:
             raise UsageError(f"--api-port must be between 1024 and 65535, not {api_port}")
@@ -232,7 +235,7 @@ class Lab:
                 state.namespaces.append(name)
                 self.dir.write(state)
 
-            network.build(nodes, record, vips_on_link=state.lb == METALLB)
+            network.build(nodes, record, vips_on_link=state.lb != REFERENCE_LB)
         f = topo.FABRIC_NS
         with self._phase(report, "etcd"):
             etcd = self._spawn(state, "etcd", controlplane.etcd_args(build.binary("etcd"), self.dir), f)
@@ -263,6 +266,9 @@ class Lab:
         if state.lb == METALLB:
             with self._phase(report, "metallb"):
                 metallb.install(self.api(), self.dir.kubeconfig, len(nodes), self.progress)
+        if state.lb == KUBE_VIP:
+            with self._phase(report, "kube-vip"):
+                kubevip.install(self.api(), self.dir.kubeconfig, len(nodes), self.progress)
         state.ready = True
         self.dir.write(state)
 
@@ -436,6 +442,7 @@ class Lab:
         agent = state.processes.get(agent_key(node))
         if agent is not None and procs.alive(agent):
             raise LabError(f"{name} is running already: kill it first with 'lbconform lab node kill {name}'")
+        network.reset_node_addresses(node)
         network.set_node_link(node, up=True)
         self._start_agent(state, node)
         self._wait_nodes_ready(state, [node], NODE_RESTART_READY_SECONDS)

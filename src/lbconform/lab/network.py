@@ -73,3 +73,13 @@ def _fabric_leg(netns: str, port: str, address: str) -> None:
 def set_node_link(node: topo.Node, up: bool) -> None:
     """Cut or restore a node's only cable, on the fabric side."""
     ns.link_state(topo.FABRIC_NS, node.fabric_port, up)
+
+
+def reset_node_addresses(node: topo.Node) -> None:
+    """Leave a node's link with its own address only, as a machine comes back from a reboot: the
+    addresses its programs added (kube-vip's VIPs) went with them. A killed node's namespace
+    outlives its processes, and a VIP left on it would answer ARP for a node that now holds it."""
+    for line in ns.ip(node.netns, "-o", "-4", "addr", "show", "dev", "eth0").splitlines():
+        cidr = line.split(" inet ", 1)[1].split()[0]
+        if cidr.split("/")[0] != node.ip:
+            ns.ip(node.netns, "addr", "del", cidr, "dev", "eth0")

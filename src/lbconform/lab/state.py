@@ -41,7 +41,7 @@ class LabState:
     api_port: int
     created: float = field(default_factory=time.time)
     ready: bool = False
-    #: The lab's load balancer: "reference" (this project's) or "metallb".
+    #: The lab's load balancer: "reference" (this project's), "metallb" or "kube-vip".
     lb: str = "reference"
     lb_mode: str = "node"
     lb_defects: list[str] = field(default_factory=list)

@@ -18,6 +18,13 @@ ETCD_VERSION: Final = "v3.6.16"
 #: mode); v0.15.2's whole module graph resolves through the proxy, v0.16.2's does not.
 METALLB_VERSION: Final = "v0.15.2"
 
+#: kube-vip (services mode, ARP) and the cloud provider that gives its Services addresses. Both
+#: resolve through the proxy with the checksum database; kube-vip v1.2.3 is refused by the proxy
+#: and v1.0.0 needs the database bypassed. ``go install module@version`` fails for both (the
+#: proxy refuses their ``@v/list``), so they build in modules of their own, as MetalLB does.
+KUBE_VIP_VERSION: Final = "v1.2.2"
+KUBE_VIP_CLOUD_PROVIDER_VERSION: Final = "v0.0.12"
+
 #: The Go release the pinned Kubernetes module asks for (its go.mod's ``go`` line).
 MINIMUM_GO: Final = (1, 26)
 
@@ -40,3 +47,9 @@ METALLB_COMMANDS: Final = {
     "metallb-controller": "go.universe.tf/metallb/controller",
     "metallb-speaker": "go.universe.tf/metallb/speaker",
 }
+
+#: Commands built from kube-vip's module and its cloud provider's, by binary name (the module
+#: roots are the main packages).
+KUBE_VIP_COMMANDS: Final = {"kube-vip": "github.com/kube-vip/kube-vip"}
+KUBE_VIP_CLOUD_PROVIDER_COMMANDS: Final = {
+    "kube-vip-cloud-provider": "github.com/kube-vip/kube-vip-cloud-provider"}

@@ -1,5 +1,6 @@
 """The provider of the lab's reference load balancer (pools from its state API), and the lab's node
-actions that every provider of an LB the lab runs shares (``LabNodes``)."""
+actions that every provider of an LB the lab runs shares (``LabNodes``, and ``LabHosted`` for the
+implementations the lab runs as upstream ships them)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from lbconform.features import Feature
 from lbconform.kube.rawapi import RawApi
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import MODES, PREFIX, Params
-from lbconform.providers.base import NODE_POOL, POD_POOL, Declared, PoolMember, Provider, ServiceRef
+from lbconform.providers.base import (
+    NODE_POOL,
+    POD_POOL,
+    Declared,
+    NotSupported,
+    PoolMember,
+    Provider,
+    ServiceRef,
+)
 from lbconform.wait import poll_until
 
 #: kube-proxy's node agent restarts it a second after it exits and it syncs its rules in a
@@ -151,3 +160,23 @@ class LabProvider(LabNodes, Provider):
         healthy = set(state["healthy"])
         return [PoolMember(address=b["address"], healthy=b["name"] in healthy, name=b["name"])
                 for b in state["pool"]]
+
+
+class LabHosted(Provider):
+    """A provider of an implementation that has no machines of its own (MetalLB, kube-vip): in the
+    lab its node chaos is the lab's; on other clusters a subclass brings its own."""
+
+    def _lab_nodes(self, what: str) -> LabNodes:
+        if not on_lab(self.api):
+            raise NotSupported(f"the {self.name} provider cannot {what} outside the lab (the implementation "
+                               "has no machines of its own: subclass and implement kill_node/start_node)")
+        return LabNodes()
+
+    def kill_node(self, name: str) -> None:
+        self._lab_nodes("kill a node").kill_node(name)
+
+    def start_node(self, name: str) -> None:
+        self._lab_nodes("start a node").start_node(name)
+
+    def restart_kube_proxy(self, node: str) -> None:
+        self._lab_nodes("restart kube-proxy").restart_kube_proxy(node)

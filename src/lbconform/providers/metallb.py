@@ -35,8 +35,8 @@ from typing import Any, ClassVar
 from lbconform.config import Timeouts
 from lbconform.features import Feature
 from lbconform.kube.rawapi import ApiError
-from lbconform.providers.base import ENTRY_ONE_NODE, Declared, NotSupported, PoolMember, Provider, ServiceRef
-from lbconform.providers.lab import LabNodes, on_lab
+from lbconform.providers.base import ENTRY_ONE_NODE, Declared, NotSupported, PoolMember, ServiceRef
+from lbconform.providers.lab import LabHosted
 from lbconform.providers.support import cluster_nodes, require_api
 
 GROUP_VERSION = "metallb.io/v1beta1"
@@ -65,7 +65,7 @@ def pool_from_statuses(statuses: Iterable[Mapping[str, Any]], namespace: str, na
             for node in announcing_nodes(statuses, namespace, name)]
 
 
-class MetalLBProvider(Provider):
+class MetalLBProvider(LabHosted):
     name = "metallb"
     options_help: ClassVar[Mapping[str, str]] = {
         "namespace": "the MetalLB speakers' namespace (env METALLB_NAMESPACE, default metallb-system)"}
@@ -91,22 +91,6 @@ class MetalLBProvider(Provider):
         # Assignment and announcement take seconds; L2 failover waits for memberlist (~10 s).
         return Timeouts(lb_create=60, lb_propagation=60, lb_delete=60, endpoint_lag=30,
                         health_transition=30, rollout=180, namespace_delete=180, request=5)
-
-    # --- chaos: in the lab, the lab's nodes; elsewhere the extension points stay open ---------
-    def _lab_nodes(self, what: str) -> LabNodes:
-        if not on_lab(self.api):
-            raise NotSupported(f"the {self.name} provider cannot {what} outside the lab (MetalLB has no "
-                               "machines of its own: subclass and implement kill_node/start_node)")
-        return LabNodes()
-
-    def kill_node(self, name: str) -> None:
-        self._lab_nodes("kill a node").kill_node(name)
-
-    def start_node(self, name: str) -> None:
-        self._lab_nodes("start a node").start_node(name)
-
-    def restart_kube_proxy(self, node: str) -> None:
-        self._lab_nodes("restart kube-proxy").restart_kube_proxy(node)
 
     def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
         api = require_api(self.api, self.name, "ServiceL2Status and ServiceBGPStatus objects")

@@ -24,6 +24,8 @@ KUBECTL_IMAGE = "registry.k8s.io/kubectl"
 ENTRYPOINT_IMAGES = {
     "quay.io/metallb/controller": ("/controller", "metallb-controller"),
     "quay.io/metallb/speaker": ("/speaker", "metallb-speaker"),
+    "ghcr.io/kube-vip/kube-vip": ("/kube-vip", "kube-vip"),
+    "ghcr.io/kube-vip/kube-vip-cloud-provider": ("/kube-vip-cloud-provider", "kube-vip-cloud-provider"),
 }
 
 KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE, KUBECTL_IMAGE, *ENTRYPOINT_IMAGES)

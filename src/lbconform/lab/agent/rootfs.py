@@ -11,11 +11,11 @@ them), not the machine's; the machine's cgroup tree is bound back under it.
 
 Hidden behind empty in-memory directories: /run and /tmp (the lab's own directory, its
 keys and kubeconfigs, and network-namespace handles live there), $HOME (kubeconfigs, tool
-credentials), and the lab directory wherever it is; the few paths a container's program is
-run from (the built binaries, this Python) are bound back read-only when hidden. Then, as
-the kubelet does: /etc/hostname and /etc/hosts name the pod, and each volume is bound at
-its mount path (read-only when asked). The container's program starts inside, after
-``pivot_root`` has detached the machine's root.
+credentials), /etc/kubernetes (a kubeadm host's kubeconfigs), and the lab directory wherever
+it is; the few paths a container's program is run from (the built binaries, this Python) are
+bound back read-only when hidden. Then, as the kubelet does: /etc/hostname and /etc/hosts name
+the pod, and each volume is bound at its mount path (read-only when asked). The container's
+program starts inside, after ``pivot_root`` has detached the machine's root.
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ exec "$@"
 '''
 
 #: Where a program may not look: hidden behind an empty directory in every container.
-HIDDEN = ("/run", "/tmp", "/var/tmp")
+#: /etc/kubernetes is a kubeadm host's kubeconfigs, which kube-vip reads before its in-cluster
+#: credentials: a pod must never act as the machine's admin.
+HIDDEN = ("/run", "/tmp", "/var/tmp", "/etc/kubernetes")
 
 
 @dataclass(frozen=True)
