@@ -9,6 +9,7 @@ from typing import Any
 from lbconform.kube import objects
 from lbconform.kube.manifests import Applier, Tweak, load
 from lbconform.kube.rawapi import Json, RawApi
+from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
 from lbconform.lab.probe import http_status
 
@@ -164,3 +165,57 @@ def udp_from(vip: str, port: int, source_port: int = 0, message: bytes = b"hostn
             return s.recv(4096).decode().strip()
 
     return run_in_netns(topo.CLIENT_NS, ask)
+
+
+def mac_of(netns: str, dev: str) -> str:
+    return ns.ip(netns, "-o", "link", "show", dev).split("link/ether ")[1].split()[0]
+
+
+def neighbour_mac(address: str) -> str:
+    """The MAC the client's router has learnt by ARP for ``address`` ("" when it has none)."""
+    out = ns.ip(topo.LB_NS, "neigh", "show", address)
+    return out.split("lladdr ")[1].split()[0] if "lladdr " in out else ""
+
+
+def answers_through(vip: str, node: topo.Node) -> None:
+    """``vip`` answers the client, and the client's router reaches it through ``node`` (by ARP)."""
+    from lbconform.wait import poll_until
+
+    status, body = poll_until(lambda: client_get(vip, 80, "/hostname"), timeout=60, interval=0.2,
+                              retry_on=(OSError,), description=f"{vip} to answer the client")
+    assert status == 200 and body.startswith("backend-")
+    assert neighbour_mac(vip) == mac_of(node.netns, "eth0"), (
+        f"the client's router reaches {vip} through another node than {node.name}, which announces it")
+
+
+def kill_and_time_the_move(lab: Any, vip: str, node: topo.Node, window: float, who: str) -> float:
+    """Kill ``node``, which announces ``vip``: the address answers again through a surviving node
+    within ``window``, ``who``'s declared failover. Returns how long that took."""
+    from lbconform.wait import poll_until
+
+    nodes = lab.dir.read().nodes
+    lab.kill_node(node.name)
+    killed = time.monotonic()
+    poll_until(lambda: client_get(vip, 80, "/hostname", timeout=0.5)[0] == 200, timeout=2 * window,
+               interval=0.1, retry_on=(OSError,), description=f"{vip} to answer again after {node.name} died")
+    moved_after = time.monotonic() - killed
+    survivors = {mac_of(n.netns, "eth0"): n.name for n in topo.nodes(nodes) if n != node}
+    assert neighbour_mac(vip) in survivors, f"{vip} answers, but not through a surviving node"
+    assert moved_after <= window, (f"{vip} answered again {moved_after:.1f}s after {node.name} died, "
+                                   f"beyond {who}'s declared {window:g}s")
+    return moved_after
+
+
+def the_announcing_node(provider: Any, namespace: str, nodes: int, timeout: float) -> topo.Node:
+    """The one node ``provider``'s pool names for the Service ``backend`` of ``namespace`` (the
+    node that announces its address), once it names exactly one."""
+    from lbconform.providers.base import ServiceRef
+    from lbconform.wait import poll_until
+
+    def announcer() -> str:
+        pool = provider.backend_pool(ServiceRef(namespace, "backend"))
+        return str(pool[0].name) if len(pool) == 1 else ""
+
+    name = poll_until(announcer, timeout=timeout, interval=0.2,
+                      description=f"the {provider.name} provider to name one node announcing the address")
+    return topo.node_by_name(name, nodes)

@@ -9,8 +9,6 @@ address.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from lbconform.kube.manifests import Applier
@@ -19,12 +17,15 @@ from lbconform.lab import build, metallb
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
 from lbconform.lab.cluster import Lab
-from lbconform.providers.base import ServiceRef
 from lbconform.providers.kubevip import KubeVipProvider
-from lbconform.wait import poll_until
-from tests.lab.helpers import client_get, deploy_backend, wait_for_vip
+from tests.lab.helpers import (
+    answers_through,
+    deploy_backend,
+    kill_and_time_the_move,
+    the_announcing_node,
+    wait_for_vip,
+)
 from tests.lab.test_lifecycle import assert_nothing_left, root_namespace_snapshot
-from tests.lab.test_metallb import mac_of, neighbour_mac
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
 
@@ -62,29 +63,10 @@ def test_kube_vip_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: La
     provider = KubeVipProvider()
     provider.configure(api, {})
 
-    def holder() -> str:
-        pool = provider.backend_pool(ServiceRef(namespace, "backend"))
-        return pool[0].name if len(pool) == 1 else ""
-
-    node = topo.node_by_name(poll_until(holder, timeout=VIP_SECONDS, interval=0.2,
-                                        description="a node holding the Service's Lease"), state.nodes)
-    status, body = poll_until(lambda: client_get(vip, 80, "/hostname"), timeout=VIP_SECONDS, interval=0.2,
-                              retry_on=(OSError,), description=f"{vip} to answer the client")
-    assert status == 200 and body.startswith("backend-")
+    node = the_announcing_node(provider, namespace, state.nodes, VIP_SECONDS)
+    answers_through(vip, node)
     assert vip in addresses(node), f"{node.name} holds the Lease but not {vip}: {addresses(node)}"
-    assert neighbour_mac(vip) == mac_of(node.netns, "eth0"), (
-        f"the client's router reaches {vip} through another node than the holder {node.name}")
-
-    window = provider.declared().node_failure_window
-    no_lab.kill_node(node.name)
-    killed = time.monotonic()
-    poll_until(lambda: client_get(vip, 80, "/hostname", timeout=0.5)[0] == 200, timeout=2 * window,
-               interval=0.1, retry_on=(OSError,), description=f"{vip} to answer again after {node.name} died")
-    moved_after = time.monotonic() - killed
-    survivors = {mac_of(n.netns, "eth0"): n.name for n in topo.nodes(state.nodes) if n != node}
-    assert neighbour_mac(vip) in survivors, f"{vip} answers, but not through a surviving node"
-    assert moved_after <= window, (f"{vip} answered again {moved_after:.1f}s after {node.name} died, "
-                                   f"beyond kube-vip's declared {window:g}s")
+    kill_and_time_the_move(no_lab, vip, node, provider.declared().node_failure_window, "kube-vip")
     no_lab.start_node(node.name)
     assert addresses(node) == [node.ip], f"{node.name} came back holding {addresses(node)}"
 

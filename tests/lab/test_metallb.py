@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,15 @@ import yaml
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
 from lbconform.lab import build, metallb
-from lbconform.lab import netns as ns
-from lbconform.lab import topology as topo
 from lbconform.lab.cluster import Lab
-from lbconform.providers.base import ServiceRef
 from lbconform.providers.metallb import MetalLBProvider
-from lbconform.wait import poll_until
-from tests.lab.helpers import client_get, deploy_backend, wait_for_vip
+from tests.lab.helpers import (
+    answers_through,
+    deploy_backend,
+    kill_and_time_the_move,
+    the_announcing_node,
+    wait_for_vip,
+)
 from tests.lab.runs import lbconform_run, outcome
 from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
 
@@ -61,16 +62,6 @@ NOT_SUPPORTED_ON_METALLB = {
 CHAOS_TESTS = 7
 
 
-def mac_of(netns: str, dev: str) -> str:
-    return ns.ip(netns, "-o", "link", "show", dev).split("link/ether ")[1].split()[0]
-
-
-def neighbour_mac(address: str) -> str:
-    """The MAC the client's router has learnt by ARP for ``address`` ("" when it has none)."""
-    out = ns.ip(topo.LB_NS, "neigh", "show", address)
-    return out.split("lladdr ")[1].split()[0] if "lladdr " in out else ""
-
-
 def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab) -> None:
     """MetalLB's pool gives the Service its address, the client reaches it through the node whose
     speaker answered ARP (the node MetalLB names in its ServiceL2Status), a killed announcing
@@ -94,29 +85,9 @@ def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab
     provider = MetalLBProvider()
     provider.configure(api, {})
 
-    def announcer() -> str:
-        pool = provider.backend_pool(ServiceRef(namespace, "backend"))
-        return pool[0].name if len(pool) == 1 else ""
-
-    node = topo.node_by_name(poll_until(announcer, timeout=VIP_SECONDS, interval=0.2,
-                                        description="one ServiceL2Status naming the announcing node"),
-                             state.nodes)
-    status, body = poll_until(lambda: client_get(vip, 80, "/hostname"), timeout=VIP_SECONDS, interval=0.2,
-                              retry_on=(OSError,), description=f"{vip} to answer the client")
-    assert status == 200 and body.startswith("backend-")
-    assert neighbour_mac(vip) == mac_of(node.netns, "eth0"), (
-        f"the client's router reaches {vip} through another node than the announcing {node.name}")
-
-    window = provider.declared().node_failure_window
-    no_lab.kill_node(node.name)
-    killed = time.monotonic()
-    poll_until(lambda: client_get(vip, 80, "/hostname", timeout=0.5)[0] == 200, timeout=2 * window,
-               interval=0.1, retry_on=(OSError,), description=f"{vip} to answer again after {node.name} died")
-    moved_after = time.monotonic() - killed
-    survivors = {mac_of(n.netns, "eth0"): n.name for n in topo.nodes(state.nodes) if n != node}
-    assert neighbour_mac(vip) in survivors, f"{vip} answers, but not through a surviving node"
-    assert moved_after <= window, (f"{vip} answered again {moved_after:.1f}s after {node.name} died, "
-                                   f"beyond MetalLB's declared {window:g}s")
+    node = the_announcing_node(provider, namespace, state.nodes, VIP_SECONDS)
+    answers_through(vip, node)
+    kill_and_time_the_move(no_lab, vip, node, provider.declared().node_failure_window, "MetalLB")
 
     assert no_lab.down() is True
     assert_nothing_left(no_lab.dir, before)

@@ -36,10 +36,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from lbconform.config import Timeouts
-from lbconform.features import Feature
 from lbconform.kube.rawapi import ApiError
-from lbconform.providers.base import ENTRY_ONE_NODE, Declared, PoolMember, ServiceRef
-from lbconform.providers.lab import LabHosted
+from lbconform.providers.base import Declared, PoolMember, ServiceRef
+from lbconform.providers.lab import Announcer
 from lbconform.providers.support import cluster_nodes, require_api
 
 #: The election's timers in the DaemonSet ``kube-vip manifest daemonset`` writes (v1.2.2), and
@@ -59,20 +58,14 @@ def holder(lease: Mapping[str, Any]) -> str:
     return str(lease.get("spec", {}).get("holderIdentity") or "")
 
 
-class KubeVipProvider(LabHosted):
+class KubeVipProvider(Announcer):
     name = "kube-vip"
     options_help: ClassVar[Mapping[str, str]] = {
         "lease-prefix": "the per-Service Lease's name before the Service's (default kubevip-)"}
 
-    def features(self) -> set[Feature]:
-        return set(Feature) - {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT,
-                               Feature.POD_BACKEND_POOL}
-
     def declared(self) -> Declared:
-        return Declared(
-            health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0, idle_timeout=None,
-            health_checks=False, node_failure_detection=NODE_FAILOVER_SECONDS, entry=ENTRY_ONE_NODE,
-            cleanup_finalizer=True,
+        return self.announcing(
+            NODE_FAILOVER_SECONDS, cleanup_finalizer=True,
             notes={"source": "kube-vip.io (services, ARP) and its cloud provider: address assignment, "
                              "one elected node per Service; no health checks, no connection tracking",
                    "failover": "the dead holder's Lease expires (15 s), a candidate takes it within "

@@ -1,5 +1,5 @@
 """The provider of the lab's reference load balancer (pools from its state API), and the lab's node
-actions that every provider of an LB the lab runs shares (``LabNodes``, and ``LabHosted`` for the
+actions that every provider of an LB the lab runs shares (``LabNodes``, and ``Announcer`` for the
 implementations the lab runs as upstream ships them)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from lbconform.kube.rawapi import RawApi
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import MODES, PREFIX, Params
 from lbconform.providers.base import (
+    ENTRY_ONE_NODE,
     NODE_POOL,
     POD_POOL,
     Declared,
@@ -162,9 +163,25 @@ class LabProvider(LabNodes, Provider):
                 for b in state["pool"]]
 
 
-class LabHosted(Provider):
-    """A provider of an implementation that has no machines of its own (MetalLB, kube-vip): in the
-    lab its node chaos is the lab's; on other clusters a subclass brings its own."""
+class Announcer(Provider):
+    """A provider of an implementation that announces Service addresses from one node each and
+    forwards nothing itself (MetalLB in layer 2, kube-vip with ARP): kube-proxy on that node
+    does the rest. So it claims neither health-check transitions (it probes nothing), nor idle
+    timeouts (flows are the node's conntrack entries), nor pod-IP pools (traffic lands on a
+    node). It has no machines of its own either: in the lab its node chaos is the lab's; on
+    other clusters a subclass brings its own."""
+
+    def features(self) -> set[Feature]:
+        return set(Feature) - {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT,
+                               Feature.POD_BACKEND_POOL}
+
+    @staticmethod
+    def announcing(failover: float, cleanup_finalizer: bool, notes: dict[str, str]) -> Declared:
+        """The declaration of such an implementation: one entry node, no health checks, no idle
+        timeout; a node's death costs ``failover`` seconds."""
+        return Declared(health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0,
+                        idle_timeout=None, health_checks=False, node_failure_detection=failover,
+                        entry=ENTRY_ONE_NODE, cleanup_finalizer=cleanup_finalizer, notes=notes)
 
     def _lab_nodes(self, what: str) -> LabNodes:
         if not on_lab(self.api):

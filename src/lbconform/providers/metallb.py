@@ -33,10 +33,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from lbconform.config import Timeouts
-from lbconform.features import Feature
 from lbconform.kube.rawapi import ApiError
-from lbconform.providers.base import ENTRY_ONE_NODE, Declared, NotSupported, PoolMember, ServiceRef
-from lbconform.providers.lab import LabHosted
+from lbconform.providers.base import Declared, NotSupported, PoolMember, ServiceRef
+from lbconform.providers.lab import Announcer
 from lbconform.providers.support import cluster_nodes, require_api
 
 GROUP_VERSION = "metallb.io/v1beta1"
@@ -65,20 +64,14 @@ def pool_from_statuses(statuses: Iterable[Mapping[str, Any]], namespace: str, na
             for node in announcing_nodes(statuses, namespace, name)]
 
 
-class MetalLBProvider(LabHosted):
+class MetalLBProvider(Announcer):
     name = "metallb"
     options_help: ClassVar[Mapping[str, str]] = {
         "namespace": "the MetalLB speakers' namespace (env METALLB_NAMESPACE, default metallb-system)"}
 
-    def features(self) -> set[Feature]:
-        return set(Feature) - {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT,
-                               Feature.POD_BACKEND_POOL}
-
     def declared(self) -> Declared:
-        return Declared(
-            health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0, idle_timeout=None,
-            health_checks=False, node_failure_detection=NODE_FAILOVER_SECONDS, entry=ENTRY_ONE_NODE,
-            cleanup_finalizer=False,
+        return self.announcing(
+            NODE_FAILOVER_SECONDS, cleanup_finalizer=False,
             notes={"source": "MetalLB concepts (metallb.io/concepts): address allocation and L2/BGP "
                              "announcement only; no health checks, no connection tracking of its own",
                    "failover": "layer 2: memberlist detects a dead speaker and another node announces",
