@@ -11,6 +11,7 @@ from lbconform.kube.manifests import Applier, Tweak, load
 from lbconform.kube.rawapi import Json, RawApi
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
+from lbconform.lab.cluster import Lab
 from lbconform.lab.probe import http_status
 
 
@@ -177,18 +178,19 @@ def neighbour_mac(address: str) -> str:
     return out.split("lladdr ")[1].split()[0] if "lladdr " in out else ""
 
 
-def answers_through(vip: str, node: topo.Node) -> None:
-    """``vip`` answers the client, and the client's router reaches it through ``node`` (by ARP)."""
+def answers_through(vip: str, node: topo.Node, timeout: float) -> None:
+    """``vip`` answers the client within ``timeout``, and the client's router reaches it through
+    ``node`` (by ARP)."""
     from lbconform.wait import poll_until
 
-    status, body = poll_until(lambda: client_get(vip, 80, "/hostname"), timeout=60, interval=0.2,
+    status, body = poll_until(lambda: client_get(vip, 80, "/hostname"), timeout=timeout, interval=0.2,
                               retry_on=(OSError,), description=f"{vip} to answer the client")
     assert status == 200 and body.startswith("backend-")
     assert neighbour_mac(vip) == mac_of(node.netns, "eth0"), (
         f"the client's router reaches {vip} through another node than {node.name}, which announces it")
 
 
-def kill_and_time_the_move(lab: Any, vip: str, node: topo.Node, window: float, who: str) -> float:
+def kill_and_time_the_move(lab: Lab, vip: str, node: topo.Node, window: float, who: str) -> float:
     """Kill ``node``, which announces ``vip``: the address answers again through a surviving node
     within ``window``, ``who``'s declared failover. Returns how long that took."""
     from lbconform.wait import poll_until

@@ -13,7 +13,7 @@ import pytest
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
-from lbconform.lab import build, metallb
+from lbconform.lab import build, upstream
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
 from lbconform.lab.cluster import Lab
@@ -56,7 +56,7 @@ def test_kube_vip_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: La
                                            "metadata": {"name": "kube-vip-test"}})["metadata"]["name"]
     deploy_backend(Applier(api, namespace), one_per_node)
     vip = wait_for_vip(api, namespace, timeout=VIP_SECONDS)
-    assert metallb.in_vip_range(vip), f"{vip} is not in the lab's range {metallb.POOL_RANGE}"
+    assert upstream.in_pool_range(vip), f"{vip} is not in the lab's range {upstream.POOL_RANGE}"
     service = api.get(f"/api/v1/namespaces/{namespace}/services/backend")
     assert CLEANUP_FINALIZER in service["metadata"].get("finalizers", []), service["metadata"]
 
@@ -64,7 +64,7 @@ def test_kube_vip_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: La
     provider.configure(api, {})
 
     node = the_announcing_node(provider, namespace, state.nodes, VIP_SECONDS)
-    answers_through(vip, node)
+    answers_through(vip, node, VIP_SECONDS)
     assert vip in addresses(node), f"{node.name} holds the Lease but not {vip}: {addresses(node)}"
     kill_and_time_the_move(no_lab, vip, node, provider.declared().node_failure_window, "kube-vip")
     no_lab.start_node(node.name)

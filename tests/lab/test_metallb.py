@@ -17,7 +17,7 @@ import yaml
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
-from lbconform.lab import build, metallb
+from lbconform.lab import build, upstream
 from lbconform.lab.cluster import Lab
 from lbconform.providers.metallb import MetalLBProvider
 from tests.lab.helpers import (
@@ -80,13 +80,13 @@ def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab
                                            "metadata": {"name": "metallb-test"}})["metadata"]["name"]
     deploy_backend(Applier(api, namespace), one_per_node)
     vip = wait_for_vip(api, namespace, timeout=VIP_SECONDS)
-    assert metallb.in_vip_range(vip), f"{vip} is not in MetalLB's pool {metallb.POOL_RANGE}"
+    assert upstream.in_pool_range(vip), f"{vip} is not in MetalLB's pool {upstream.POOL_RANGE}"
 
     provider = MetalLBProvider()
     provider.configure(api, {})
 
     node = the_announcing_node(provider, namespace, state.nodes, VIP_SECONDS)
-    answers_through(vip, node)
+    answers_through(vip, node, VIP_SECONDS)
     kill_and_time_the_move(no_lab, vip, node, provider.declared().node_failure_window, "MetalLB")
 
     assert no_lab.down() is True

@@ -23,15 +23,14 @@ status. What the lab does, and why (README lists it):
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from lbconform.errors import LabError
-from lbconform.kube.rawapi import ApiError, Json, RawApi
+from lbconform.kube.rawapi import Json, RawApi
 from lbconform.lab import build
-from lbconform.lab.metallb import POOL_RANGE
-from lbconform.wait import NotYet, poll_until
+from lbconform.lab.upstream import POOL_RANGE, kubectl_apply, wait_ready
 
 NAMESPACE: Final = "kube-system"
 #: The cloud provider's address pools (its default ConfigMap name and key for every namespace).
@@ -67,32 +66,6 @@ def config_map() -> Json:
             "data": {RANGE_KEY: POOL_RANGE}}
 
 
-def kubectl_apply(kubeconfig: Path, what: str, *, path: Path | None = None, text: str | None = None) -> None:
-    """``kubectl apply --server-side`` of a file or of YAML text."""
-    argv: Sequence[str] = [str(build.binary("kubectl")), f"--kubeconfig={kubeconfig}", "apply",
-                           "--server-side", "-f", str(path) if path else "-"]
-    out = subprocess.run(argv, input=text, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
-        raise LabError(f"applying {what} failed: {tail}")
-
-
-def wait_ready(api: RawApi, nodes: int, timeout: float = READY_SECONDS) -> None:
-    """The cloud provider's Deployment Available and a ready kube-vip on each of ``nodes`` nodes."""
-    base = f"/apis/apps/v1/namespaces/{NAMESPACE}"
-
-    def ready() -> bool | NotYet:
-        provider = api.get(f"{base}/deployments/{CLOUD_PROVIDER}").get("status", {})
-        daemons = api.get(f"{base}/daemonsets/{DAEMONSET}").get("status", {})
-        if provider.get("availableReplicas", 0) >= 1 and daemons.get("numberReady", 0) == nodes:
-            return True
-        return NotYet(f"cloud provider available {provider.get('availableReplicas', 0)}, "
-                      f"kube-vip ready {daemons.get('numberReady', 0)} of {nodes}")
-
-    poll_until(ready, timeout=timeout, interval=0.5, retry_on=(ApiError, OSError),
-               description=f"kube-vip's cloud provider and {nodes} kube-vip pods to be ready")
-
-
 def install(api: RawApi, kubeconfig: Path, nodes: int, progress: Progress) -> None:
     """Pool, cloud provider, kube-vip: the lab's VIP range is served when this returns."""
     progress(f"kube-vip {build.KUBE_VIP.version}: pool {POOL_RANGE} for its cloud provider")
@@ -103,4 +76,5 @@ def install(api: RawApi, kubeconfig: Path, nodes: int, progress: Progress) -> No
     progress(f"kube-vip: applying the RBAC and DaemonSet it writes (services, ARP on {INTERFACE})")
     kubectl_apply(kubeconfig, "kube-vip's RBAC", text=generated("rbac"))
     kubectl_apply(kubeconfig, "kube-vip's DaemonSet", text=generated("daemonset", *DAEMONSET_FLAGS))
-    wait_ready(api, nodes)
+    wait_ready(api, NAMESPACE, CLOUD_PROVIDER, DAEMONSET, nodes,
+               f"kube-vip's cloud provider and {nodes} kube-vip pods", READY_SECONDS)

@@ -19,22 +19,18 @@ is Ready, and the controller is Ready only once its certificate rotation has inj
 
 from __future__ import annotations
 
-import ipaddress
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from lbconform.errors import LabError
 from lbconform.kube.rawapi import ApiError, Json, RawApi
 from lbconform.lab import build
-from lbconform.lab import topology as topo
-from lbconform.wait import NotYet, poll_until
+from lbconform.lab.upstream import POOL_RANGE, kubectl_apply, wait_ready
+from lbconform.wait import poll_until
 
 NAMESPACE: Final = "metallb-system"
 #: The addresses MetalLB hands out: inside the lab's VIP range, as the reference LB's are.
 POOL_NAME: Final = "lab-pool"
-POOL_RANGE: Final = "198.18.0.10-198.18.0.250"
 ADVERTISEMENT_NAME: Final = "lab-l2"
 #: The one interface of a lab node on the fabric, where the client's router asks for VIPs.
 ANNOUNCE_INTERFACE: Final = "eth0"
@@ -59,48 +55,6 @@ def configuration() -> list[tuple[str, Json]]:
     return [(f"{base}/ipaddresspools", pool), (f"{base}/l2advertisements", l2)]
 
 
-def apply_manifest(kubeconfig: Path) -> None:
-    """``kubectl apply --server-side`` of upstream's manifest, as MetalLB's documentation installs it."""
-    manifest = build.file(build.METALLB_MANIFEST)
-    argv = [str(build.binary("kubectl")), f"--kubeconfig={kubeconfig}", "apply", "--server-side",
-            "-f", str(manifest)]
-    out = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
-        raise LabError(f"applying {manifest} failed: {tail}")
-
-
-def wait_ready(api: RawApi, nodes: int, timeout: float = READY_SECONDS) -> None:
-    """The controller Deployment Available and a Ready speaker on each of ``nodes`` nodes."""
-    base = f"/apis/apps/v1/namespaces/{NAMESPACE}"
-
-    def ready() -> bool | NotYet:
-        controller = api.get(f"{base}/deployments/controller").get("status", {})
-        speaker = api.get(f"{base}/daemonsets/speaker").get("status", {})
-        if controller.get("availableReplicas", 0) >= 1 and speaker.get("numberReady", 0) == nodes:
-            return True
-        return NotYet(f"controller available {controller.get('availableReplicas', 0)}, "
-                      f"speakers ready {speaker.get('numberReady', 0)} of {nodes}; {not_ready_pods(api)}")
-
-    poll_until(ready, timeout=timeout, interval=0.5, retry_on=(ApiError, OSError),
-               description=f"MetalLB's controller and {nodes} speakers to be Ready")
-
-
-def not_ready_pods(api: RawApi) -> str:
-    """MetalLB's pods that are not Ready, each with its node, phase, restarts and waiting reason."""
-    out = []
-    for pod in api.get(f"/api/v1/namespaces/{NAMESPACE}/pods").get("items", []):
-        status = pod.get("status", {})
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])):
-            continue
-        containers = status.get("containerStatuses") or [{}]
-        waiting = (containers[0].get("state") or {}).get("waiting", {}).get("reason", "")
-        out.append(f"{pod['metadata']['name']} on {pod['spec'].get('nodeName', '?')}: "
-                   f"{status.get('phase', '?')}, {containers[0].get('restartCount', 0)} restarts"
-                   + (f", {waiting}" if waiting else ""))
-    return "; ".join(out) or "every pod Ready"
-
-
 def configure(api: RawApi, timeout: float = CONFIGURE_SECONDS) -> None:
     """Create the pool and the advertisement; the webhook may refuse until its endpoint is known."""
     for collection, obj in configuration():
@@ -119,15 +73,9 @@ def configure(api: RawApi, timeout: float = CONFIGURE_SECONDS) -> None:
 def install(api: RawApi, kubeconfig: Path, nodes: int, progress: Progress) -> None:
     """Apply, wait, configure: MetalLB serves the lab's VIP range when this returns."""
     progress(f"MetalLB {build.METALLB.version}: applying upstream's manifest")
-    apply_manifest(kubeconfig)
+    kubectl_apply(kubeconfig, build.METALLB_MANIFEST, path=build.file(build.METALLB_MANIFEST))
     progress("MetalLB: waiting for the controller (certificate rotation) and the speakers")
-    wait_ready(api, nodes)
+    wait_ready(api, NAMESPACE, "controller", "speaker", nodes,
+               f"MetalLB's controller and {nodes} speakers", READY_SECONDS)
     progress(f"MetalLB: pool {POOL_RANGE} announced on {ANNOUNCE_INTERFACE} (layer 2)")
     configure(api)
-
-
-def in_vip_range(address: str) -> bool:
-    """Whether ``address`` is one MetalLB may hand out in the lab."""
-    first, last = (ipaddress.IPv4Address(a) for a in POOL_RANGE.split("-"))
-    ip = ipaddress.IPv4Address(address)
-    return first <= ip <= last and ip in ipaddress.ip_network(topo.VIP_CIDR)
