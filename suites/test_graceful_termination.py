@@ -41,7 +41,7 @@ def test_rolling_update_fails_no_request(make_backends: MakeBackends, make_servi
                                          traffic: Traffic, provider: Provider, measure: Measure,
                                          policy: str, kind: str) -> None:
     """A rolling update with u < p < g fails no request (new connection each) and resets none."""
-    order = Ordering.correct(provider.declared_for(policy))
+    order = Ordering.for_rollout(provider, policy)
     backends = make_backends(*order.tweaks(), kind=kind)
     lb = make_service(tweaks.traffic_policy(policy))
     lb.wait_for_serving(backends)

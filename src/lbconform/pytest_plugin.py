@@ -12,14 +12,16 @@ and handed to pytest-xdist workers, so that every object of one run carries the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,26 @@ def share_lock(config: pytest.Config) -> Path:
     host = str(session_target(config).api.api.configuration.host)
     digest = hashlib.sha256(host.encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"lbconform-cluster-{digest}.lock"
+
+
+@contextlib.contextmanager
+def cluster_share(path: Path, exclusive: bool) -> Iterator[None]:
+    """Hold the cluster's lock file ``path``: shared, or alone where ``exclusive``.
+
+    Every holder passes a gate (``path`` with the suffix ``.gate``) on its way in, and an
+    exclusive one keeps the gate while it waits, so it waits only for the holders already in:
+    without the gate, shared holders that kept arriving beside it held it off until the runs
+    were nearly over (271 s of a mode run's 439 s, three mode runs at once)."""
+    with path.open("a") as lock, path.with_suffix(".gate").open("a") as gate:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def load_provider(config: pytest.Config) -> Any:

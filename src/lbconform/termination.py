@@ -21,7 +21,7 @@ from lbconform.kube import tweaks
 from lbconform.kube.manifests import Tweak
 from lbconform.kube.workload import Workload
 from lbconform.lb import LoadBalancer
-from lbconform.providers.base import Declared
+from lbconform.providers.base import Declared, NotSupported, Provider
 from lbconform.traffic.timeline import Timeline
 from lbconform.wait import LbWaitTimeout, poll_until
 
@@ -46,6 +46,20 @@ class Ordering:
         u = declared.time_to_unhealthy
         p = math.ceil(u + INTERVALS_OF_ROOM * declared.health_check_interval)
         return cls(u=u, p=p, g=p + GRACE_ROOM_SECONDS, d=delay_shutdown)
+
+    @classmethod
+    def for_rollout(cls, provider: Provider, policy: str) -> Ordering:
+        """The correct ordering for pods replaced under load behind a Service of this policy, or
+        NotSupported where the provider declares that moving a Local Service's address leaves it
+        with no node to go to (``Declared.local_move_gap``): no ordering makes that hitless."""
+        declared = provider.declared_for(policy)
+        if declared.local_move_gap:
+            raise NotSupported(
+                f"the {provider.name} provider declares that when the node holding a Local Service's "
+                f"address loses its last serving endpoint, the address has no node for up to "
+                f"{declared.local_move_gap:g} s ({declared.notes.get('local_move', 'local_move_gap')}): "
+                "it does not claim hitless pod replacement under policy Local")
+        return cls.correct(declared)
 
     def at_least(self, p: int) -> Ordering:
         """The same ordering with a preStop of at least ``p`` (and the grace period moved along)."""

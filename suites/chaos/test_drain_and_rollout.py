@@ -13,7 +13,9 @@ from lbconform.kube import tweaks
 from lbconform.providers.base import Provider
 from lbconform.termination import Ordering
 
-pytestmark = [pytest.mark.disruptive, pytest.mark.exclusive, pytest.mark.xdist_group("chaos")]
+#: A drain evicts every pod on its node, other tests' too, so it has the cluster alone; a rolling
+#: restart replaces only its own backends and runs beside other tests.
+pytestmark = pytest.mark.disruptive
 
 #: New connections per second of the experiment's traffic.
 RATE = 20
@@ -26,11 +28,13 @@ ZERO = [0, 0]
 
 
 @pytest.mark.features(Feature.NODE_DRAIN)
+@pytest.mark.exclusive
+@pytest.mark.xdist_group("chaos")
 def test_node_drain_fails_no_request(make_backends: MakeBackends, make_service: MakeService,
                                      experiment: RunExperiment, make_load: MakeLoad, provider: Provider,
                                      measure: Measure) -> None:
     """Draining a node under load (eTP Local, u < p < g) fails no request and resets no connection."""
-    order = Ordering.correct(provider.declared_for("Local"))
+    order = Ordering.for_rollout(provider, "Local")
     backends = make_backends(*order.tweaks())
     lb = make_service(tweaks.traffic_policy_local)
     lb.wait_for_serving(backends)
@@ -56,7 +60,7 @@ def test_rolling_restart_fails_no_request(make_backends: MakeBackends, make_serv
                                           measure: Measure) -> None:
     """A rolling restart of the backend Deployment under load (eTP Cluster, u < p < g) fails no
     request and resets no connection, with Locust's distributed workers (two pods) loading it too."""
-    order = Ordering.correct(provider.declared_for("Cluster"))
+    order = Ordering.for_rollout(provider, "Cluster")
     backends = make_backends(*order.tweaks())
     lb = make_service(tweaks.traffic_policy_cluster)
     lb.wait_for_serving(backends)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from lbconform.kube import objects
@@ -221,3 +222,32 @@ def the_announcing_node(provider: Any, namespace: str, nodes: int, timeout: floa
     name = poll_until(announcer, timeout=timeout, interval=0.2,
                       description=f"the {provider.name} provider to name one node announcing the address")
     return topo.node_by_name(name, nodes)
+
+
+def certify(provider: str, report_dir: Path, not_supported: set[str], chaos_passed: int,
+            window: float) -> None:
+    """``run --provider PROVIDER`` with core, extended and chaos boots that implementation's lab,
+    and every test passes or is exactly one of ``not_supported`` (for a reason its model gives);
+    chaos passes ``chaos_passed`` tests; both node kills carry the failover time beside the
+    declared ``window``; the lab goes after."""
+    import yaml
+
+    from tests.lab.runs import lbconform_run, outcome
+
+    result = lbconform_run("--provider", provider, "--profile", "core", "--profile", "extended",
+                           "--profile", "chaos", "--allow-disruptive", "-n", "2", report_dir=report_dir)
+    assert result.returncode == 0, outcome(result)
+    assert "lab booted" in result.stderr and "lab removed" in result.stderr
+    doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
+    assert doc["target"]["provider"] == provider
+    profiles = {p["name"]: p for p in doc["profiles"]}
+    assert set(profiles) == {"core", "extended", "chaos"}
+    found = set()
+    for profile in profiles.values():
+        assert profile["statistics"]["failed"] == 0 and profile["statistics"]["skipped"] == 0, profile
+        assert profile["statistics"]["errors"] == 0, profile
+        found |= set(profile["tests"]["notSupported"])
+    assert found == not_supported
+    assert len(profiles["chaos"]["tests"]["passed"]) == chaos_passed
+    failover = [m for m in doc["measurements"] if m["name"] == "node_kill_last_failure_after"]
+    assert len(failover) == 2 and all(m["declared"] == window for m in failover), failover

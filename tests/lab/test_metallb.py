@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
@@ -22,12 +21,12 @@ from lbconform.lab.cluster import Lab
 from lbconform.providers.metallb import MetalLBProvider
 from tests.lab.helpers import (
     answers_through,
+    certify,
     deploy_backend,
     kill_and_time_the_move,
     the_announcing_node,
     wait_for_vip,
 )
-from tests.lab.runs import lbconform_run, outcome
 from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
@@ -98,24 +97,8 @@ def test_core_extended_and_chaos_pass_on_metallb(no_lab: Lab, tmp_path: Path) ->
     every test passes or is not supported for a reason MetalLB's model gives. The node kills hit
     the announcing node, and the datasheet has the failover time beside MetalLB's declared one.
     The lab goes after."""
-    result = lbconform_run("--provider", "metallb", "--profile", "core", "--profile", "extended",
-                           "--profile", "chaos", "--allow-disruptive", "-n", "2", report_dir=tmp_path)
-    assert result.returncode == 0, outcome(result)
-    assert "lab booted" in result.stderr and "lab removed" in result.stderr
-    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
-    assert doc["target"]["provider"] == "metallb"
-    profiles = {p["name"]: p for p in doc["profiles"]}
-    assert set(profiles) == {"core", "extended", "chaos"}
-    not_supported = set()
-    for profile in profiles.values():
-        assert profile["statistics"]["failed"] == 0 and profile["statistics"]["skipped"] == 0, profile
-        assert profile["statistics"]["errors"] == 0, profile
-        not_supported |= set(profile["tests"]["notSupported"])
-    assert not_supported == NOT_SUPPORTED_ON_METALLB
-    assert len(profiles["chaos"]["tests"]["passed"]) == CHAOS_TESTS
-    window = MetalLBProvider().declared().node_failure_window
-    failover = [m for m in doc["measurements"] if m["name"] == "node_kill_last_failure_after"]
-    assert len(failover) == 2 and all(m["declared"] == window for m in failover), failover
+    certify("metallb", tmp_path, NOT_SUPPORTED_ON_METALLB, CHAOS_TESTS,
+            MetalLBProvider().declared().node_failure_window)
     assert not no_lab.dir.exists()
 
 

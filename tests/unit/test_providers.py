@@ -285,6 +285,22 @@ def test_kube_vip_declares_its_lease_failover_and_the_cloud_providers_finalizer(
     assert {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT}.isdisjoint(provider.features())
 
 
+def test_kube_vip_does_not_claim_hitless_rollouts_behind_a_local_service() -> None:
+    from lbconform.providers.base import NotSupported
+    from lbconform.termination import Ordering
+
+    provider = providers.load("kube-vip")
+    local = provider.declared_for("Local")
+    assert local.local_move_gap == kubevip.LOCAL_MOVE_SECONDS == pytest.approx(2 * 2.2 + 3)
+    assert provider.declared_for("Cluster").local_move_gap == 0
+    with pytest.raises(NotSupported, match=r"no node for up to 7.4 s \(the holder releases the Lease"):
+        Ordering.for_rollout(provider, "Local")
+    assert Ordering.for_rollout(provider, "Cluster") == Ordering.correct(provider.declared_for("Cluster"))
+    for name in ("metallb", "lab"):  # their next node announces on the endpoint event itself
+        other = providers.load(name)
+        assert Ordering.for_rollout(other, "Local") == Ordering.correct(other.declared_for("Local"))
+
+
 # --- azure -----------------------------------------------------------------------------------
 
 UID = "6f2a3b4c-5d6e-4f70-8a9b-0c1d2e3f4a5b"

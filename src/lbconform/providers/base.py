@@ -55,6 +55,12 @@ class Declared:
     ``node_failure_detection`` is how long after a node dies the implementation may still send
     it new connections, where it says so itself (MetalLB: memberlist, not a health check); None
     means it follows from the health checks (see ``node_failure_window``).
+    ``local_move_gap`` is, for ENTRY_ONE_NODE under policy Local, how long a Service's address may
+    have no node to go to when its node's last local endpoint stops serving: the implementation
+    moves the address only then (kube-proxy on that node stops forwarding at the same moment),
+    and the next node takes it this much later (kube-vip: its Lease retry and ARP tick). 0 where
+    the next node announces on the same event (MetalLB). Where it is not 0, no termination
+    ordering makes a rollout that replaces that endpoint hitless.
     """
 
     health_check_interval: float
@@ -66,6 +72,7 @@ class Declared:
     node_failure_detection: float | None = None
     entry: str = ENTRY_EVERY_NODE
     cleanup_finalizer: bool = True
+    local_move_gap: float = 0.0
 
     @property
     def node_failure_window(self) -> float:

@@ -14,6 +14,14 @@ endpoint; under Local only nodes with a serving local endpoint, and a node that 
 one gives the lease up at once. A Service with no endpoint gets no announcement and no ingress
 status.
 
+Declared Local move gap: "serving" is the EndpointSlice condition
+(``pkg/endpoints/providers/endpointslices.go``), the one kube-proxy forwards by, so the holder
+lets go exactly when its node stops forwarding. The next node takes the released Lease on its
+next retry (up to 2 x 2.2 s) and the client learns of it on that node's next gratuitous ARP
+(every 3 s; kube-vip sends none when it takes a Lease, ``pkg/arp/arp.go``): up to 7.4 s in which
+the address leads to a node with nowhere to send. So kube-vip does not claim that pods can be
+replaced behind a Local Service without failures, whatever their termination ordering.
+
 Features it does not claim, and why:
 
 - ``HealthCheckTransitions``: no health checks; it follows EndpointSlices (as above).
@@ -48,8 +56,9 @@ RETRY_PERIOD_SECONDS: Final = 2.0
 ARP_PERIOD_SECONDS: Final = 3.0
 #: client-go leaderelection's jitter on the retry period.
 RETRY_JITTER: Final = 1.2
-NODE_FAILOVER_SECONDS: Final = LEASE_DURATION_SECONDS + RETRY_PERIOD_SECONDS * (1 + RETRY_JITTER) \
-    + ARP_PERIOD_SECONDS
+#: A released Lease is taken on a candidate's next retry and announced on its next ARP tick.
+LOCAL_MOVE_SECONDS: Final = RETRY_PERIOD_SECONDS * (1 + RETRY_JITTER) + ARP_PERIOD_SECONDS
+NODE_FAILOVER_SECONDS: Final = LEASE_DURATION_SECONDS + LOCAL_MOVE_SECONDS
 LEASE_PREFIX: Final = "kubevip-"
 
 
@@ -64,8 +73,12 @@ class KubeVipProvider(Announcer):
         "lease-prefix": "the per-Service Lease's name before the Service's (default kubevip-)"}
 
     def declared(self) -> Declared:
+        return self.declared_for("Local")
+
+    def declared_for(self, external_traffic_policy: str) -> Declared:
+        gap = LOCAL_MOVE_SECONDS if external_traffic_policy == "Local" else 0.0
         return self.announcing(
-            NODE_FAILOVER_SECONDS, cleanup_finalizer=True,
+            NODE_FAILOVER_SECONDS, cleanup_finalizer=True, local_move_gap=gap,
             notes={"source": "kube-vip.io (services, ARP) and its cloud provider: address assignment, "
                              "one elected node per Service; no health checks, no connection tracking",
                    "failover": "the dead holder's Lease expires (15 s), a candidate takes it within "
@@ -73,7 +86,10 @@ class KubeVipProvider(Announcer):
                    "entry": "one node per address, the holder of the Service's Lease, whose kernel "
                             "answers ARP for it",
                    "finalizer": "kube-vip-cloud-provider's service controller (k8s.io/cloud-provider) "
-                                "holds service.kubernetes.io/load-balancer-cleanup"})
+                                "holds service.kubernetes.io/load-balancer-cleanup",
+                   "local_move": "the holder releases the Lease when its node's last endpoint stops "
+                                 "serving; the next takes it on a 2 x 2.2 s retry and announces on "
+                                 "its next 3 s ARP tick"})
 
     def timeouts(self) -> Timeouts:
         # The cloud provider assigns, an election runs, the holder writes the status; a dead

@@ -176,12 +176,15 @@ class Announcer(Provider):
                                Feature.POD_BACKEND_POOL}
 
     @staticmethod
-    def announcing(failover: float, cleanup_finalizer: bool, notes: dict[str, str]) -> Declared:
+    def announcing(failover: float, cleanup_finalizer: bool, notes: dict[str, str],
+                   local_move_gap: float = 0.0) -> Declared:
         """The declaration of such an implementation: one entry node, no health checks, no idle
-        timeout; a node's death costs ``failover`` seconds."""
+        timeout; a node's death costs ``failover`` seconds, and moving a Local Service's address
+        off a node that lost its last endpoint ``local_move_gap``."""
         return Declared(health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0,
                         idle_timeout=None, health_checks=False, node_failure_detection=failover,
-                        entry=ENTRY_ONE_NODE, cleanup_finalizer=cleanup_finalizer, notes=notes)
+                        entry=ENTRY_ONE_NODE, cleanup_finalizer=cleanup_finalizer, notes=notes,
+                        local_move_gap=local_move_gap)
 
     def _lab_nodes(self, what: str) -> LabNodes:
         if not on_lab(self.api):
