@@ -9,8 +9,6 @@ address.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from lbconform.kube.manifests import Applier
@@ -22,32 +20,18 @@ from lbconform.lab.cluster import Lab
 from lbconform.providers.kubevip import KubeVipProvider
 from tests.lab.helpers import (
     answers_through,
-    certify,
     deploy_backend,
     kill_and_time_the_move,
     the_announcing_node,
     wait_for_vip,
 )
 from tests.lab.test_lifecycle import assert_nothing_left, root_namespace_snapshot
-from tests.lab.test_metallb import CHAOS_TESTS, NOT_SUPPORTED_ON_METALLB
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
 
 #: The cloud provider assigns, the election runs, the holder writes the status.
 VIP_SECONDS = 60.0
 CLEANUP_FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
-
-#: What kube-vip does not claim: what MetalLB does not (no health checks, node entry, no idle
-#: timeout of its own) but the finalizer, which its cloud provider holds; and pods replaced
-#: behind a Local Service without failures, rollouts and drains, since the address of a Local
-#: Service has no node for up to 7.4 s when its holder's last endpoint stops serving.
-LOCAL_REPLACEMENTS = {
-    "test_graceful_termination::test_rolling_update_fails_no_request[Local-daemonset]",
-    "test_graceful_termination::test_rolling_update_fails_no_request[Local-deployment]",
-    "chaos/test_drain_and_rollout::test_node_drain_fails_no_request",
-}
-FINALIZER_TEST = "test_lifecycle::test_cleanup_finalizer_while_provisioned"
-NOT_SUPPORTED_ON_KUBE_VIP = NOT_SUPPORTED_ON_METALLB - {FINALIZER_TEST} | LOCAL_REPLACEMENTS
 
 
 def addresses(node: topo.Node) -> list[str]:
@@ -88,13 +72,3 @@ def test_kube_vip_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: La
 
     assert no_lab.down() is True
     assert_nothing_left(no_lab.dir, before)
-
-
-def test_core_extended_and_chaos_pass_on_kube_vip(no_lab: Lab, tmp_path: Path) -> None:
-    """``run --provider kube-vip`` boots the kube-vip lab, and core, extended and chaos pass there:
-    every test passes or is not supported for a reason kube-vip's model gives. The node kills
-    hit the Lease's holder, and the datasheet has the failover time beside the declared one. The
-    lab goes after."""
-    certify("kube-vip", tmp_path, NOT_SUPPORTED_ON_KUBE_VIP, CHAOS_TESTS - 1,
-            KubeVipProvider().declared().node_failure_window)
-    assert not no_lab.dir.exists()
