@@ -6,12 +6,20 @@ from __future__ import annotations
 import fcntl
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from lbconform.pytest_plugin import cluster_share
+from lbconform.wait import poll_until
 
 #: How long a holder that must be blocked is given to (wrongly) get in.
 BLOCKED_SECONDS = 0.5
+#: How long a holder that may get in, or a thread that must end, is given to.
+IN_SECONDS = 5.0
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    poll_until(condition, timeout=IN_SECONDS, interval=0.01, description=what)
 
 
 def gate_taken(path: Path) -> bool:
@@ -32,33 +40,42 @@ def test_a_waiting_exclusive_holder_goes_before_shared_ones_that_came_after(tmp_
     def hold(name: str, exclusive: bool) -> None:
         with cluster_share(path, exclusive):
             order.append(name)
-            release[name].wait(10)
+            release[name].wait(IN_SECONDS)
 
     first = threading.Thread(target=hold, args=("first", False))
     first.start()
-    while order != ["first"]:
-        time.sleep(0.01)
+    wait_for(lambda: order == ["first"], "the first shared holder to get in")
     waiting = threading.Thread(target=hold, args=("exclusive", True))
     waiting.start()
-    while not gate_taken(path):  # the exclusive holder waits for "first", holding the gate
-        time.sleep(0.01)
+    # The exclusive holder waits for "first", holding the gate.
+    wait_for(lambda: gate_taken(path), "the exclusive holder to wait at the gate")
     later = threading.Thread(target=hold, args=("later", False))
     later.start()
     time.sleep(BLOCKED_SECONDS)
     assert order == ["first"], "a shared holder got in beside a waiting exclusive one"
     release["first"].set()
-    while len(order) < 2:
-        time.sleep(0.01)
+    wait_for(lambda: len(order) == 2, "the exclusive holder to get in after the first left")
     time.sleep(BLOCKED_SECONDS)
     assert order == ["first", "exclusive"], "a shared holder got in beside an exclusive one"
     release["exclusive"].set()
     release["later"].set()
     for thread in (first, waiting, later):
-        thread.join(10)
+        thread.join(IN_SECONDS)
     assert order == ["first", "exclusive", "later"]
 
 
 def test_shared_holders_hold_together(tmp_path: Path) -> None:
+    """A shared holder gets in while another is in (a wrong exclusive or a gate kept would hold it
+    off: the test then fails on its deadline instead of hanging)."""
     path = tmp_path / "cluster.lock"
-    with cluster_share(path, False), cluster_share(path, False):
-        pass
+    inside = threading.Event()
+
+    def second() -> None:
+        with cluster_share(path, False):
+            inside.set()
+
+    with cluster_share(path, False):
+        thread = threading.Thread(target=second, daemon=True)
+        thread.start()
+        assert inside.wait(IN_SECONDS), "a shared holder was kept out while another was in"
+    thread.join(IN_SECONDS)
