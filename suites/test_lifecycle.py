@@ -15,6 +15,11 @@ from lbconform.providers.base import NotSupported, Provider
 
 pytestmark = pytest.mark.features(Feature.LOAD_BALANCER_LIFECYCLE)
 
+#: How long the address is watched after a change has taken effect: an implementation that gives
+#: a Service a new address on a change does so while it handles that change (the reference LB
+#: within a reconcile pass, at most 0.5 s).
+ADDRESS_WATCH_SECONDS = 3.0
+
 
 def test_ingress_assigned_and_reachable(make_backends: MakeBackends, make_service: MakeService,
                                         measure: Measure) -> None:
@@ -49,6 +54,20 @@ def test_port_change(make_backends: MakeBackends, make_service: MakeService) -> 
     lb.update(tweaks.set_port(8080))
     lb.wait_for_backends(backends.names(), port=8080)
     lb.wait_for_unreachable(backends.names(), port=80)
+
+
+def test_address_kept_across_changes(make_backends: MakeBackends, make_service: MakeService) -> None:
+    """The Service keeps its address across a port change, a traffic-policy change and a
+    session-affinity change, and serves through it after each."""
+    backends = make_backends(replicas=1)
+    lb = make_service()
+    vip = lb.vip
+    lb.wait_for_backends(backends.names())
+    for change in (tweaks.set_port(8080), tweaks.traffic_policy_local, tweaks.session_affinity_client_ip):
+        lb.update(change)
+        lb.wait_for_backends(backends.names())
+        now = lb.jig.ingress_over(ADDRESS_WATCH_SECONDS, expect=vip)
+        assert now == vip, f"after {change.__name__}, the address {vip} became {now}"
 
 
 def test_type_change_from_cluster_ip_provisions(make_backends: MakeBackends,

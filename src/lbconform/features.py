@@ -27,6 +27,8 @@ class Feature(StrEnum):
     KEEPALIVE_SURVIVAL = "KeepaliveSurvival"
     GRACEFUL_TERMINATION = "GracefulTermination"
     UDP = "UDP"
+    LOAD_BALANCER_CLASS = "LoadBalancerClass"
+    MIXED_PROTOCOL = "MixedProtocol"
     # chaos (disruptive)
     NODE_FAILURE = "NodeFailure"
     NODE_DRAIN = "NodeDrain"
@@ -39,7 +41,8 @@ PROFILES: Final[dict[str, tuple[Feature, ...]]] = {
              Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL, Feature.HEALTH_CHECK_TRANSITIONS),
     "extended": (Feature.BACKEND_POOL, Feature.POD_BACKEND_POOL, Feature.SESSION_AFFINITY,
                  Feature.SOURCE_RANGES, Feature.IDLE_TIMEOUT, Feature.KEEPALIVE_SURVIVAL,
-                 Feature.GRACEFUL_TERMINATION, Feature.UDP),
+                 Feature.GRACEFUL_TERMINATION, Feature.UDP, Feature.LOAD_BALANCER_CLASS,
+                 Feature.MIXED_PROTOCOL),
     "chaos": (Feature.NODE_FAILURE, Feature.NODE_DRAIN, Feature.ROLLING_UPDATE, Feature.BACKEND_CHURN),
 }
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from lbconform.kube import objects, tweaks
-from lbconform.kube.jig import CLEANUP_FINALIZER
+from lbconform.kube.jig import CLEANUP_FINALIZER, ServiceJig
 from lbconform.kube.manifests import Applier
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.lab import topology as topo
@@ -67,6 +67,10 @@ DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
     "udp-stale": ("test_udp_stale_keeps_a_flow_on_a_removed_pod", None),
     "wrong-idle-reset": ("test_wrong_idle_reset_resets_flows_not_asked_to",
                          "test_idle_flows_survive_when_the_healthy_set_is_unchanged"),
+    "keep-deleted-vip": ("test_keep_deleted_vip_serves_a_deleted_service", None),
+    "move-ip-on-update": ("test_move_ip_on_update_gives_a_new_address", None),
+    "ignore-class": ("test_ignore_class_serves_a_foreign_class", None),
+    "drop-udp-on-mixed": ("test_drop_udp_on_mixed_answers_tcp_only", None),
 }
 
 
@@ -284,6 +288,39 @@ def test_wrong_idle_reset_resets_flows_not_asked_to(defect: str, test_namespace:
         assert fleet.request() == {"alive": 5}
         time.sleep(4)  # twice the idle timeout: the flows idled out
         assert fleet.request() == {"reset": 5}
+
+
+@with_defect("keep-deleted-vip")
+def test_keep_deleted_vip_serves_a_deleted_service(defect: str, test_namespace: Applier) -> None:
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1), lab_lb(mode="pod"), healthy=1)
+    ServiceJig(test_namespace).delete_and_wait(timeout=10)
+    assert vip in LabLB().deleted_but_kept().values()
+    status, _ = client_get(vip, 80, "/hostname")
+    assert status == 200
+
+
+@with_defect("move-ip-on-update")
+def test_move_ip_on_update_gives_a_new_address(defect: str, test_namespace: Applier) -> None:
+    jig = ServiceJig(test_namespace)
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
+    jig.update(tweaks.session_affinity_client_ip)
+    moved = poll_until(lambda: jig.ingress() not in (None, vip), timeout=10,
+                       description="the address to move")
+    assert moved
+
+
+@with_defect("ignore-class")
+def test_ignore_class_serves_a_foreign_class(defect: str, test_namespace: Applier) -> None:
+    deploy_with_vip(test_namespace, tweaks.replicas(1), tweaks.load_balancer_class("example.com/other"))
+
+
+@with_defect("drop-udp-on-mixed")
+def test_drop_udp_on_mixed_answers_tcp_only(defect: str, test_namespace: Applier) -> None:
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1), tweaks.udp_beside_tcp, lab_lb(mode="pod"),
+                          healthy=1)
+    assert client_get(vip, 80, "/hostname")[0] == 200
+    with pytest.raises(OSError):
+        udp_from(vip, 80)
 
 
 def test_a_defect_of_one_run_meets_only_that_runs_services(lab: object, test_namespace: Applier) -> None:

@@ -61,6 +61,14 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
     "drop-finalizer": ("node", ("test_lifecycle::test_cleanup_finalizer_while_provisioned",), LIFECYCLE),
     "ignore-updates": ("node", ("test_lifecycle::test_port_change",), LIFECYCLE),
     "udp-stale": ("pod", (f"{UDP}[same-node]", f"{UDP}[another-node]"), Feature.UDP),
+    # pod mode: in node mode the VIP reaches the nodes, whose kube-proxies forget a deleted
+    # Service's address by themselves.
+    "keep-deleted-vip": ("pod", ("test_lifecycle::test_delete_deprovisions",), LIFECYCLE),
+    "move-ip-on-update": ("node", ("test_lifecycle::test_address_kept_across_changes",), LIFECYCLE),
+    "ignore-class": ("node", ("test_load_balancer_class::test_service_of_a_foreign_class_gets_no_address",),
+                     Feature.LOAD_BALANCER_CLASS),
+    "drop-udp-on-mixed": ("node", ("test_mixed_protocol::test_tcp_and_udp_on_one_port",),
+                          Feature.MIXED_PROTOCOL),
 }
 
 

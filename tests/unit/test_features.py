@@ -4,12 +4,13 @@ import pytest
 
 from lbconform.features import PROFILES, Feature, parse_features, profile_of
 
-# The report format names these: changing one is a breaking change of the format.
+# The report format names these: changing or removing one is a breaking change of the format
+# (adding one is not).
 PUBLISHED = {
     "core": ["LoadBalancerLifecycle", "ExternalTrafficPolicyCluster", "ExternalTrafficPolicyLocal",
              "HealthCheckTransitions"],
     "extended": ["BackendPool", "PodBackendPool", "SessionAffinity", "SourceRanges", "IdleTimeout",
-                 "KeepaliveSurvival", "GracefulTermination", "UDP"],
+                 "KeepaliveSurvival", "GracefulTermination", "UDP", "LoadBalancerClass", "MixedProtocol"],
     "chaos": ["NodeFailure", "NodeDrain", "RollingUpdate", "BackendChurn"],
 }
 

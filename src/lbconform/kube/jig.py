@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from lbconform.kube import objects
 from lbconform.kube.manifests import Applier, Tweak, load_one
 from lbconform.kube.rawapi import ApiError, Json
-from lbconform.wait import LbWaitTimeout, WaitTimeout, poll_until
+from lbconform.wait import Deadline, LbWaitTimeout, WaitTimeout, poll_until
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,16 @@ class ServiceJig:
                                           f"ingress address (timeout {timeout_name}={timeout:g}s)")
         except WaitTimeout as exc:
             raise LoadBalancerTimeout(exc.description, exc.timeout, self._summary(), exc.last_error) from exc
+
+    def ingress_over(self, seconds: float, expect: str | None, interval: float = 0.2) -> str | None:
+        """Watch the ingress address for ``seconds``: the first value other than ``expect``, as
+        soon as it shows, else ``expect``."""
+        deadline = Deadline.after(seconds)
+        while True:
+            address = self.ingress()
+            if address != expect or deadline.expired():
+                return address
+            time.sleep(min(interval, deadline.remaining()))
 
     def finalizers(self) -> list[str]:
         return list(self.get()["metadata"].get("finalizers") or [])

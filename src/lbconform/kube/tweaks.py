@@ -249,6 +249,34 @@ def no_node_ports(obj: Json) -> None:
         obj["spec"]["allocateLoadBalancerNodePorts"] = False
 
 
+def load_balancer_class(name: str) -> Tweak:
+    """spec.loadBalancerClass (KEP-1959): only the implementation that owns the class serves it."""
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["loadBalancerClass"] = name
+
+    tweak.__name__ = f"load_balancer_class_{name}"
+    return tweak
+
+
+def udp_beside_tcp(obj: Json) -> None:
+    """A UDP port with the number of the first (TCP) port, to netexec's UDP echo: one Service
+    port number, both protocols (mixed protocols, KEP-1435)."""
+    if obj["kind"] == "Service":
+        ports = obj["spec"]["ports"]
+        ports.append({"name": "udp", "port": ports[0]["port"], "targetPort": "udp", "protocol": "UDP"})
+
+
+def without_port(name: str) -> Tweak:
+    """The Service without its port ``name``."""
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["ports"] = [p for p in obj["spec"]["ports"] if p.get("name") != name]
+
+    tweak.__name__ = f"without_port_{name}"
+    return tweak
+
+
 def udp_port(port: int = 8081) -> Tweak:
     """Add a UDP service port to netexec's UDP echo server."""
     def tweak(obj: Json) -> None:

@@ -61,6 +61,9 @@ class Declared:
     and the next node takes it this much later (kube-vip: its Lease retry and ARP tick). 0 where
     the next node announces on the same event (MetalLB). Where it is not 0, no termination
     ordering makes a rollout that replaces that endpoint hitless.
+    ``load_balancer_class`` is the ``spec.loadBalancerClass`` the implementation serves (KEP-1959),
+    None where it serves only Services without a class (its default, as MetalLB's without
+    ``--lb-class``). Whatever it declares, a Service of a class it does not own is left alone.
     """
 
     health_check_interval: float
@@ -73,6 +76,7 @@ class Declared:
     entry: str = ENTRY_EVERY_NODE
     cleanup_finalizer: bool = True
     local_move_gap: float = 0.0
+    load_balancer_class: str | None = None
 
     @property
     def node_failure_window(self) -> float:

@@ -14,7 +14,7 @@ from lbconform.errors import LabError
 from lbconform.features import Feature
 from lbconform.kube.rawapi import RawApi
 from lbconform.lab.lb.client import LabLB
-from lbconform.lab.lb.params import MODES, PREFIX, Params
+from lbconform.lab.lb.params import LB_CLASS, MODES, PREFIX, Params
 from lbconform.providers.base import (
     ENTRY_ONE_NODE,
     NODE_POOL,
@@ -147,7 +147,8 @@ class LabProvider(LabNodes, Provider):
         d = Params()
         return Declared(health_check_interval=d.hc_interval, healthy_threshold=d.hc_healthy,
                         unhealthy_threshold=d.hc_unhealthy, idle_timeout=float(d.idle_timeout),
-                        notes={"source": "lab.lbconform.io annotation defaults"})
+                        notes={"source": "lab.lbconform.io annotation defaults"},
+                        load_balancer_class=LB_CLASS)
 
     def timeouts(self) -> Timeouts:
         # The lab LB answers in seconds; these leave room on a loaded 2-core machine.

@@ -40,6 +40,11 @@ class LabLB:
         services: dict[str, Any] = body["services"]
         return services
 
+    def deleted_but_kept(self) -> dict[str, str]:
+        """Deleted Services whose addresses the keep-deleted-vip defect still serves: key -> VIP."""
+        _, body = _request("GET", "/services")
+        return dict(body.get("deletedButKept") or {})
+
     def service(self, namespace: str, name: str) -> dict[str, Any] | None:
         status, body = _request("GET", f"/services/{namespace}/{name}")
         return body if status == 200 else None

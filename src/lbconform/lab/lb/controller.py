@@ -12,6 +12,7 @@ one lab at the same time.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import subprocess
 import threading
@@ -63,6 +64,15 @@ class ServiceState:
     ever_seen: dict[str, plan.Backend] = field(default_factory=dict)
     #: The Service's ports when it was provisioned (the ignore-updates defect keeps them).
     first_ports: list[Json] = field(default_factory=list)
+    #: The harness run the Service belongs to ("" for none), and its spec as last seen (the
+    #: move-ip-on-update defect gives a new address when it changes; Services have no
+    #: ``metadata.generation``).
+    run: str = ""
+    spec: str = ""
+    #: The rules last rendered for it (the keep-deleted-vip defect goes on rendering them).
+    last_plan: plan.ServicePlan | None = None
+    #: The (protocol, port) pairs it listens on: the flows of a port that goes are forgotten.
+    listeners: frozenset[tuple[str, int]] = frozenset()
     counters: dict[str, int] = field(default_factory=lambda: {
         "poolChanges": 0, "healthySetChanges": 0, "flowsForgotten": 0, "reconciles": 0})
 
@@ -71,9 +81,15 @@ class ServiceState:
         return c.state if c else None
 
 
-def wants_lb(svc: Json) -> bool:
+def wants_lb(svc: Json, defects: frozenset[str] = frozenset()) -> bool:
+    """Whether the LB serves this Service: of type LoadBalancer, without a class or of its own."""
     spec = svc["spec"]
-    return spec.get("type") == "LoadBalancer" and spec.get("loadBalancerClass") in (None, LB_CLASS)
+    own_class = spec.get("loadBalancerClass") in (None, LB_CLASS) or "ignore-class" in defects
+    return bool(spec.get("type") == "LoadBalancer" and own_class)
+
+
+def run_of(svc: Json) -> str:
+    return str((svc["metadata"].get("labels") or {}).get(RUN_LABEL) or "")
 
 
 class Controller:
@@ -90,6 +106,8 @@ class Controller:
         self.dirty = threading.Event()
         self.lock = threading.RLock()
         self.services: dict[str, ServiceState] = {}
+        #: Deleted Services whose rules the keep-deleted-vip defect keeps, by key.
+        self.ghosts: dict[str, ServiceState] = {}
         self.timeouts: set[tuple[int, str]] = set()
         self.ruleset = ""
         self.routed_nodes: dict[int, str] = {}
@@ -118,8 +136,10 @@ class Controller:
         self.dirty.set()
 
     def defects_for(self, svc: Json) -> frozenset[str]:
-        run = (svc["metadata"].get("labels") or {}).get(RUN_LABEL)
-        return self.defects | self.run_defects.get(run or "", frozenset())
+        return self.defects_of_run(run_of(svc))
+
+    def defects_of_run(self, run: str) -> frozenset[str]:
+        return self.defects | self.run_defects.get(run, frozenset())
 
     def run(self) -> None:
         for inf in (self.svc_informer, self.slice_informer, self.node_informer):
@@ -149,7 +169,7 @@ class Controller:
             seen = set()
             for svc in self.svc_informer.snapshot():
                 key = Informer.key(svc)
-                if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc):
+                if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc, self.defects_for(svc)):
                     self._release(svc)
                     continue
                 seen.add(key)
@@ -159,6 +179,7 @@ class Controller:
             for key in list(self.services):
                 if key not in seen:
                     self._forget(key)
+            plans += self._ghost_plans()
             ruleset = nft.render(sorted(plans, key=lambda p: p.index), self.timeouts)
             if ruleset != self.ruleset:
                 nft.apply(ruleset)
@@ -176,10 +197,12 @@ class Controller:
                            check=True)
             self.routed_nodes[n.index] = n.ip
 
-    def _allocate_vip(self, svc: Json) -> str | None:
-        used = {s.vip for s in self.services.values()}
+    def _allocate_vip(self, svc: Json, fresh: bool = False) -> str | None:
+        """The Service's address: the one it asks for or already has, else the next free one
+        (``fresh``: the next free one whatever it has, for the move-ip-on-update defect)."""
+        used = {s.vip for s in (*self.services.values(), *self.ghosts.values())}
         network = ipaddress.ip_network(topo.VIP_CIDR)
-        wanted = svc["spec"].get("loadBalancerIP") or next(
+        wanted = None if fresh else svc["spec"].get("loadBalancerIP") or next(
             (i.get("ip") for i in svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []), None)
         if wanted:
             if ipaddress.ip_address(wanted) in network and wanted not in used:
@@ -211,12 +234,18 @@ class Controller:
             vip = self._allocate_vip(svc)
             if vip is None:
                 return None
-            index = 1 + max((s.index for s in self.services.values()), default=0)
+            index = 1 + max((s.index for s in (*self.services.values(), *self.ghosts.values())), default=0)
             st = ServiceState(key, svc["metadata"]["uid"], vip, index,
-                              first_ports=list(svc["spec"].get("ports") or []))
+                              first_ports=list(svc["spec"].get("ports") or []), run=run_of(svc),
+                              spec=json.dumps(svc["spec"], sort_keys=True))
             self.services[key] = st
             self._event(svc, "Normal", "EnsuringLoadBalancer", f"assigned VIP {vip}")
         st.defects = self.defects_for(svc)
+        spec = json.dumps(svc["spec"], sort_keys=True)
+        if spec != st.spec:
+            st.spec = spec
+            if "move-ip-on-update" in st.defects:
+                self._move_vip(svc, st)
         if "ignore-updates" in st.defects:
             svc = {**svc, "spec": {**svc["spec"], "ports": st.first_ports}}
         params = parse(svc["metadata"].get("annotations"), self.default_mode)
@@ -241,7 +270,38 @@ class Controller:
         healthy = self._healthy(st)
         self._apply_health_change(st, healthy)
         backends = [st.pool[k] for k in healthy]
-        return plan.plan(svc, st.index, st.vip, params, backends, st.defects)
+        st.last_plan = plan.plan(svc, st.index, st.vip, params, backends, st.defects)
+        self._close_removed_listeners(st, st.last_plan)
+        return st.last_plan
+
+    def _close_removed_listeners(self, st: ServiceState, p: plan.ServicePlan) -> None:
+        """Forget the flows of ports the Service no longer has: a UDP flow's every datagram would
+        otherwise keep its conntrack entry, and so its way to a backend, alive."""
+        listeners = frozenset((r.protocol, r.port) for r in p.rules)
+        for protocol, port in sorted(st.listeners - listeners):
+            self._forget_flows(st, None, protocol=protocol.lower(), port=port)
+        st.listeners = listeners
+
+    def _move_vip(self, svc: Json, st: ServiceState) -> None:
+        """The move-ip-on-update defect: a new address, the old one's flows forgotten."""
+        vip = self._allocate_vip(svc, fresh=True)
+        if vip is None:
+            return
+        self._forget_flows(st, None)
+        st.vip = vip
+        self._event(svc, "Normal", "EnsuringLoadBalancer", f"assigned VIP {vip}")
+
+    def _ghost_plans(self) -> list[plan.ServicePlan]:
+        """The rules of deleted Services the keep-deleted-vip defect keeps, while their run (or
+        the lab) has it; a ghost whose defect was switched off is forgotten."""
+        plans = []
+        for key, st in list(self.ghosts.items()):
+            if "keep-deleted-vip" in self.defects_of_run(st.run) and st.last_plan is not None:
+                plans.append(st.last_plan)
+            else:
+                del self.ghosts[key]
+                self._forget_flows(st, None)
+        return plans
 
     def _update_pool(self, st: ServiceState, desired: dict[str, plan.Backend]) -> None:
         if "stale-pool" in st.defects and st.params.mode == "pod":
@@ -311,10 +371,12 @@ class Controller:
             for k in removed:
                 self._forget_flows(st, st.pool.get(k) or st.ever_seen.get(k), protocol="udp")
 
-    def _forget_flows(self, st: ServiceState, backend: plan.Backend | None, protocol: str = "") -> None:
-        """Delete conntrack entries of the Service (or of one backend, of one protocol): their next
-        packet is hashed again."""
-        argv = ["conntrack", "-D", "--orig-dst", st.vip, *(["-p", protocol] if protocol else [])]
+    def _forget_flows(self, st: ServiceState, backend: plan.Backend | None, protocol: str = "",
+                      port: int = 0) -> None:
+        """Delete conntrack entries of the Service (or of one backend, of one protocol, to one
+        port): their next packet is hashed again."""
+        argv = ["conntrack", "-D", "--orig-dst", st.vip, *(["-p", protocol] if protocol else []),
+                *(["--orig-port-dst", str(port)] if port else [])]
         if backend is not None:
             argv += ["--mark", str(backend.mark)] if st.params.mode == "node" else ["--reply-src", backend.ip]
         out = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -332,7 +394,10 @@ class Controller:
         st = self.services.pop(key, None)
         if st is not None:
             self._stop_checkers(st)
-            self._forget_flows(st, None)
+            if "keep-deleted-vip" in self.defects_of_run(st.run):
+                self.ghosts[f"{key}/{st.uid}"] = st
+            else:
+                self._forget_flows(st, None)
 
     def _release(self, svc: Json) -> None:
         key = Informer.key(svc)
@@ -419,4 +484,5 @@ class Controller:
         with self.lock:
             return {"defects": sorted(self.defects),
                     "runDefects": {run: sorted(d) for run, d in sorted(self.run_defects.items())},
-                    "services": {k: self.describe(s) for k, s in sorted(self.services.items())}}
+                    "services": {k: self.describe(s) for k, s in sorted(self.services.items())},
+                    "deletedButKept": {k: s.vip for k, s in sorted(self.ghosts.items())}}

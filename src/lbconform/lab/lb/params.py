@@ -84,6 +84,14 @@ DEFECTS: Final = {d.name: d for d in (
            "a UDP flow to a removed pod is forgotten, so its next datagram reaches a live pod"),
     Defect("wrong-idle-reset", "does the opposite of the Service's `tcp-reset` when a flow idles out",
            "an idled-out flow's next packet gets a reset exactly when the Service asks for one"),
+    Defect("keep-deleted-vip", "keeps forwarding a deleted Service's address to its last backends",
+           "a deleted Service's address reaches nothing once its load balancer is gone"),
+    Defect("move-ip-on-update", "gives a Service a new address whenever its spec changes",
+           "a Service keeps its address for as long as it is of type LoadBalancer"),
+    Defect("ignore-class", "serves every LoadBalancer Service, whatever its loadBalancerClass",
+           f"only Services without a class or of class `{LB_CLASS}` are served"),
+    Defect("drop-udp-on-mixed", "drops the UDP ports of a Service that has TCP ports too",
+           "every port of a mixed-protocol Service is forwarded"),
 )}
 
 SHORT_IDLE_SECONDS: Final = 5

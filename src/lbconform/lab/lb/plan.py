@@ -134,9 +134,12 @@ def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend
          defects: frozenset[str]) -> ServicePlan:
     """Rules for the healthy ``backends`` (already ordered and filtered by health)."""
     rules = []
+    protocols = {p.get("protocol", "TCP") for p in _service_ports(svc)}
     for p in _service_ports(svc):
         proto, port = p.get("protocol", "TCP"), int(p["port"])
-        if params.mode == "node":
+        if proto == "UDP" and "TCP" in protocols and "drop-udp-on-mixed" in defects:
+            rules.append(PortRule(proto, port))  # no backend: rendered as a drop
+        elif params.mode == "node":
             rules.append(PortRule(proto, port, marks=tuple(b.mark for b in backends)))
         else:
             targets = tuple((b.ip, dict(b.ports)[(proto, port)]) for b in backends

@@ -1,0 +1,46 @@
+"""The reference LB's pure decisions: which Services it serves and the rules of a mixed-protocol
+Service, with and without the defects that break them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lbconform.lab.lb import nft, plan
+from lbconform.lab.lb.controller import wants_lb
+from lbconform.lab.lb.params import LB_CLASS, Params
+
+NODES = [plan.NodeInfo("node-1", "198.19.0.11", 1), plan.NodeInfo("node-2", "198.19.0.12", 2)]
+
+
+def service(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": "backend"},
+            "spec": {"type": "LoadBalancer", "ports": [
+                {"name": "http", "port": 80, "protocol": "TCP"},
+                {"name": "udp", "port": 80, "protocol": "UDP"}], **spec}}
+
+
+def rules(defects: frozenset[str]) -> dict[str, tuple[int, ...]]:
+    svc = service()
+    params = Params()
+    backends = list(plan.pool(svc, [], NODES, params, defects).values())
+    p = plan.plan(svc, 1, "198.18.0.1", params, backends, defects)
+    return {r.protocol: r.marks for r in p.rules}
+
+
+def test_both_protocols_of_one_port_go_to_the_nodes() -> None:
+    assert rules(frozenset()) == {"TCP": (0x101, 0x102), "UDP": (0x101, 0x102)}
+
+
+def test_drop_udp_on_mixed_leaves_the_udp_port_without_backends() -> None:
+    assert rules(frozenset({"drop-udp-on-mixed"})) == {"TCP": (0x101, 0x102), "UDP": ()}
+    svc = service()
+    p = plan.plan(svc, 1, "198.18.0.1", Params(), [], frozenset({"drop-udp-on-mixed"}))
+    assert "ip daddr 198.18.0.1 udp dport 80 drop" in nft.render([p], set())
+
+
+def test_the_lb_serves_its_class_and_no_other() -> None:
+    assert wants_lb(service())
+    assert wants_lb(service(loadBalancerClass=LB_CLASS))
+    assert not wants_lb(service(loadBalancerClass="example.com/other"))
+    assert wants_lb(service(loadBalancerClass="example.com/other"), frozenset({"ignore-class"}))
+    assert not wants_lb(service(type="ClusterIP"), frozenset({"ignore-class"}))
