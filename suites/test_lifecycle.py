@@ -113,3 +113,18 @@ def test_without_node_ports(make_backends: MakeBackends, make_service: MakeServi
     lb = make_service(no_node_ports)
     assert all("nodePort" not in p for p in lb.service()["spec"]["ports"])
     lb.wait_for_backends(backends.names())
+
+
+def test_node_ports_turned_on_keep_the_address(make_backends: MakeBackends, make_service: MakeService,
+                                               no_node_ports: Tweak) -> None:
+    """allocateLoadBalancerNodePorts false -> true: node ports are allocated, the Service keeps its
+    address and serves through it."""
+    backends = make_backends(replicas=1)
+    lb = make_service(no_node_ports)
+    vip = lb.vip
+    lb.wait_for_backends(backends.names())
+    lb.update(tweaks.node_ports)
+    assert all(p.get("nodePort") for p in lb.service()["spec"]["ports"])
+    lb.wait_for_backends(backends.names())
+    now = lb.jig.ingress_over(ADDRESS_WATCH_SECONDS, expect=vip)
+    assert now == vip, f"once node ports were allocated, the address {vip} became {now}"

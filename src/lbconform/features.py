@@ -29,6 +29,8 @@ class Feature(StrEnum):
     UDP = "UDP"
     LOAD_BALANCER_CLASS = "LoadBalancerClass"
     MIXED_PROTOCOL = "MixedProtocol"
+    NODE_EXCLUSION = "NodeExclusion"
+    REQUESTED_ADDRESS = "RequestedAddress"
     # chaos (disruptive)
     NODE_FAILURE = "NodeFailure"
     NODE_DRAIN = "NodeDrain"
@@ -42,7 +44,7 @@ PROFILES: Final[dict[str, tuple[Feature, ...]]] = {
     "extended": (Feature.BACKEND_POOL, Feature.POD_BACKEND_POOL, Feature.SESSION_AFFINITY,
                  Feature.SOURCE_RANGES, Feature.IDLE_TIMEOUT, Feature.KEEPALIVE_SURVIVAL,
                  Feature.GRACEFUL_TERMINATION, Feature.UDP, Feature.LOAD_BALANCER_CLASS,
-                 Feature.MIXED_PROTOCOL),
+                 Feature.MIXED_PROTOCOL, Feature.NODE_EXCLUSION, Feature.REQUESTED_ADDRESS),
     "chaos": (Feature.NODE_FAILURE, Feature.NODE_DRAIN, Feature.ROLLING_UPDATE, Feature.BACKEND_CHURN),
 }
 

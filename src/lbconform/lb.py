@@ -139,15 +139,23 @@ class LoadBalancer:
         return self.is_node_pool() and self.declared().entry == ENTRY_ONE_NODE
 
     def answering_backends(self, backends: Workload) -> set[str]:
-        """The backends that new connections through the VIP reach: every one, except where one
-        announcing node takes the traffic under policy Local, which kube-proxy then delivers to
-        that node's own backends only. There the pool must be readable (it names the node)."""
-        if self.policy() != "Local" or not self.one_entry_node():
+        """The backends that new connections through the VIP reach: every one under policy
+        Cluster; under Local (where kube-proxy delivers only to the entry node's own backends)
+        those on nodes not excluded from load balancers, and where one announcing node takes the
+        traffic, those on that node: there the pool must be readable (it names the node)."""
+        if self.policy() != "Local" or not self.is_node_pool():
             return backends.names()
-        self.wait_for_settled_pool(backends)
-        nodes = self.healthy_nodes()
+        if self.one_entry_node():
+            self.wait_for_settled_pool(backends)
+            nodes = self.healthy_nodes()
+        else:
+            nodes = self.eligible_nodes()
         return {p["metadata"]["name"] for node, pods in backends.by_node().items() if node in nodes
                 for p in pods}
+
+    def eligible_nodes(self) -> set[str]:
+        """Names of the nodes a node pool may hold: all but those labelled to be excluded."""
+        return set(self.target.node_addresses()) - self.target.excluded_nodes()
 
     def healthy_nodes(self) -> set[str]:
         """Names of the nodes in the healthy set (of a node pool)."""
@@ -220,12 +228,14 @@ class LoadBalancer:
     def expected_pool(self, backends: Workload) -> set[str]:
         """What the LB may send to: the ready pods (pod pool), every node (node pool, policy
         Cluster), or the nodes with a ready pod (node pool, policy Local). Where one announcing
-        node takes the traffic, its pool is one of these (``wait_for_pool``)."""
+        node takes the traffic, its pool is one of these (``wait_for_pool``). Nodes labelled to be
+        excluded from load balancers are in none."""
         if not self.is_node_pool():
             return backends.ips()
+        eligible = self.eligible_nodes()
         if self.policy() == "Local":
-            return self.node_ips(set(backends.by_node()))
-        return self.node_ips()
+            return self.node_ips(set(backends.by_node()) & eligible)
+        return self.node_ips(eligible)
 
     def wait_for_serving(self, backends: Workload) -> None:
         """Wait until the LB serves: the pool is what it should be (where the provider reads it)

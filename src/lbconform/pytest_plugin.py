@@ -150,9 +150,18 @@ def share_lock(config: pytest.Config) -> Path:
     cluster (its apiserver's address), not per run, so that runs against one cluster from this
     machine at the same time wait for each other's exclusive tests too; it is never removed,
     since another run may hold it."""
+    return Path(tempfile.gettempdir()) / f"lbconform-cluster-{_cluster_digest(config)}.lock"
+
+
+def claims_dir(config: pytest.Config) -> Path:
+    """Where the runs against one cluster from this machine claim requestable addresses
+    (``lbconform.claims``); like the share lock, one per cluster, never removed."""
+    return Path(tempfile.gettempdir()) / f"lbconform-claims-{_cluster_digest(config)}"
+
+
+def _cluster_digest(config: pytest.Config) -> str:
     host = str(session_target(config).api.api.configuration.host)
-    digest = hashlib.sha256(host.encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"lbconform-cluster-{digest}.lock"
+    return hashlib.sha256(host.encode()).hexdigest()[:16]
 
 
 @contextlib.contextmanager

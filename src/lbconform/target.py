@@ -20,6 +20,9 @@ from lbconform.traffic.client import Client
 log = logging.getLogger(__name__)
 
 LAB, CLUSTER = "lab", "cluster"
+#: The node label that takes a node out of every external load balancer (k8s.io/cloud-provider's
+#: contract, which MetalLB's speakers honour too).
+EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
 @dataclass
@@ -40,6 +43,12 @@ class Target:
                 addrs = {a["type"]: a["address"] for a in n.get("status", {}).get("addresses", [])}
                 self._nodes[n["metadata"]["name"]] = addrs.get("InternalIP", "")
         return dict(self._nodes)
+
+    def excluded_nodes(self) -> set[str]:
+        """Names of the nodes labelled to be excluded from external load balancers, now (not
+        cached: a test labels and unlabels nodes)."""
+        return {n["metadata"]["name"] for n in self.api.get("/api/v1/nodes").get("items", [])
+                if EXCLUDE_LABEL in (n["metadata"].get("labels") or {})}
 
     def kubernetes_version(self) -> str:
         return str(self.api.get("/version").get("gitVersion", "unknown"))

@@ -18,9 +18,11 @@ from lbconform.kube import objects, tweaks
 from lbconform.kube.jig import CLEANUP_FINALIZER, ServiceJig
 from lbconform.kube.manifests import Applier
 from lbconform.kube.namespaces import TestNamespaces
+from lbconform.kube.sweeper import add_label, restore_node
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import DEFECTS
+from lbconform.target import EXCLUDE_LABEL
 from lbconform.traffic.fleet import Fleet
 from lbconform.wait import poll_until
 from tests.lab.helpers import (
@@ -71,6 +73,8 @@ DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
     "move-ip-on-update": ("test_move_ip_on_update_gives_a_new_address", None),
     "ignore-class": ("test_ignore_class_serves_a_foreign_class", None),
     "drop-udp-on-mixed": ("test_drop_udp_on_mixed_answers_tcp_only", None),
+    "ignore-exclusion-label": ("test_ignore_exclusion_label_keeps_the_node", None),
+    "ignore-requested-ip": ("test_ignore_requested_ip_gives_the_next_address", None),
 }
 
 
@@ -321,6 +325,22 @@ def test_drop_udp_on_mixed_answers_tcp_only(defect: str, test_namespace: Applier
     assert client_get(vip, 80, "/hostname")[0] == 200
     with pytest.raises(OSError):
         udp_from(vip, 80)
+
+
+@with_defect("ignore-exclusion-label")
+def test_ignore_exclusion_label_keeps_the_node(defect: str, test_namespace: Applier) -> None:
+    add_label(test_namespace.api, "node-3", "lbdefects", EXCLUDE_LABEL)
+    try:
+        deploy_with_vip(test_namespace, tweaks.replicas(1), healthy=3)
+    finally:
+        restore_node(test_namespace.api, "node-3")
+
+
+@with_defect("ignore-requested-ip")
+def test_ignore_requested_ip_gives_the_next_address(defect: str, test_namespace: Applier) -> None:
+    wanted = topo.request_range()[-1]
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1), tweaks.load_balancer_ip(wanted))
+    assert vip != wanted and vip not in topo.request_range()
 
 
 def test_a_defect_of_one_run_meets_only_that_runs_services(lab: object, test_namespace: Applier) -> None:

@@ -19,11 +19,13 @@ pytestmark = pytest.mark.lab
 
 #: Tests that report *not supported* in a mode, because what they check does not exist there:
 #: node health checks and node pools (and the orderings and idle flows that rest on them) in
-#: pod mode, a VIP without node ports in nodeport mode.
+#: pod mode (node exclusion too), a VIP without node ports in nodeport mode.
 NOT_SUPPORTED_IN_MODE = {
     "node": set(),
-    "nodeport": {"test_lifecycle::test_without_node_ports"},
+    "nodeport": {"test_lifecycle::test_without_node_ports",
+                 "test_lifecycle::test_node_ports_turned_on_keep_the_address"},
     "pod": {"test_backend_pool::test_cluster_policy_pool_is_every_node",
+            "test_node_exclusion::test_excluded_node_takes_no_new_flows",
             "test_backend_pool::test_local_policy_pool_sends_to_nodes_with_endpoints",
             "test_health_checks::test_healthy_after_new_local_endpoint_ready",
             "test_health_checks::test_node_to_be_deleted_leaves_cluster_policy_pool",

@@ -64,11 +64,18 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
     # pod mode: in node mode the VIP reaches the nodes, whose kube-proxies forget a deleted
     # Service's address by themselves.
     "keep-deleted-vip": ("pod", ("test_lifecycle::test_delete_deprovisions",), LIFECYCLE),
-    "move-ip-on-update": ("node", ("test_lifecycle::test_address_kept_across_changes",), LIFECYCLE),
+    "move-ip-on-update": ("node", ("test_lifecycle::test_address_kept_across_changes",
+                                   "test_lifecycle::test_node_ports_turned_on_keep_the_address",
+                                   "test_service_mutation::test_type_and_port_walk[TCP]"), LIFECYCLE),
     "ignore-class": ("node", ("test_load_balancer_class::test_service_of_a_foreign_class_gets_no_address",),
                      Feature.LOAD_BALANCER_CLASS),
     "drop-udp-on-mixed": ("node", ("test_mixed_protocol::test_tcp_and_udp_on_one_port",),
                           Feature.MIXED_PROTOCOL),
+    "ignore-requested-ip": ("node", ("test_requested_address::test_requested_address_is_assigned",
+                                     "test_requested_address::test_unavailable_address_is_refused_with_an_event"),
+                            Feature.REQUESTED_ADDRESS),
+    "ignore-exclusion-label": ("node", ("test_node_exclusion::test_excluded_node_takes_no_new_flows",),
+                               Feature.NODE_EXCLUSION),
 }
 
 

@@ -10,7 +10,8 @@ PUBLISHED = {
     "core": ["LoadBalancerLifecycle", "ExternalTrafficPolicyCluster", "ExternalTrafficPolicyLocal",
              "HealthCheckTransitions"],
     "extended": ["BackendPool", "PodBackendPool", "SessionAffinity", "SourceRanges", "IdleTimeout",
-                 "KeepaliveSurvival", "GracefulTermination", "UDP", "LoadBalancerClass", "MixedProtocol"],
+                 "KeepaliveSurvival", "GracefulTermination", "UDP", "LoadBalancerClass", "MixedProtocol",
+                 "NodeExclusion", "RequestedAddress"],
     "chaos": ["NodeFailure", "NodeDrain", "RollingUpdate", "BackendChurn"],
 }
 

@@ -1,5 +1,5 @@
-"""The reference LB's pure decisions: which Services it serves and the rules of a mixed-protocol
-Service, with and without the defects that break them."""
+"""The reference LB's pure decisions: which Services it serves, which nodes its pools may hold and
+the rules of a mixed-protocol Service, with and without the defects that break them."""
 
 from __future__ import annotations
 
@@ -44,3 +44,13 @@ def test_the_lb_serves_its_class_and_no_other() -> None:
     assert not wants_lb(service(loadBalancerClass="example.com/other"))
     assert wants_lb(service(loadBalancerClass="example.com/other"), frozenset({"ignore-class"}))
     assert not wants_lb(service(type="ClusterIP"), frozenset({"ignore-class"}))
+
+
+def test_excluded_nodes_are_in_no_pool_unless_the_defect_ignores_the_label() -> None:
+    nodes = plan.node_infos([
+        {"metadata": {"name": f"node-{i}", "labels": {plan.EXCLUDE_LABEL: ""} if i == 2 else {}},
+         "status": {"addresses": [{"type": "InternalIP", "address": f"198.19.0.1{i}"}]}} for i in (1, 2)])
+    assert [n.name for n in nodes] == ["node-1", "node-2"]  # both routed
+    assert [n.name for n in plan.eligible(nodes, frozenset())] == ["node-1"]
+    ignoring = plan.eligible(nodes, frozenset({"ignore-exclusion-label"}))
+    assert [n.name for n in ignoring] == ["node-1", "node-2"]

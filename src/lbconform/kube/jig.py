@@ -77,6 +77,13 @@ class ServiceJig:
                 return address
             time.sleep(min(interval, deadline.remaining()))
 
+    def warnings(self) -> list[str]:
+        """The Warning events about this Service, as ``reason: message``."""
+        events = self.applier.api.get(f"/api/v1/namespaces/{self.applier.namespace}/events",
+                                      fieldSelector=f"involvedObject.kind=Service,involvedObject.name={self.name}")
+        return [f"{e.get('reason')}: {e.get('message')}" for e in events.get("items", [])
+                if e.get("type") == "Warning"]
+
     def finalizers(self) -> list[str]:
         return list(self.get()["metadata"].get("finalizers") or [])
 

@@ -1,7 +1,7 @@
 """What the harness marks as its own, and the sweeper that removes what a killed run left.
 
 Every object the harness creates carries ``lbconform.io/run=<run id>``; a node the harness
-changes (a taint) carries the label too, with the change recorded in an annotation so that
+changes (a taint, a label) carries the label too, with the change recorded in an annotation so that
 it can be undone. The sweeper touches nothing without the label: it deletes labelled
 namespaces (of one run, or older than an age) and undoes the recorded node changes.
 """
@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 RUN_LABEL = "lbconform.io/run"
 #: On a node the harness changed: the JSON list of taint keys it added.
 TAINTS_ANNOTATION = "lbconform.io/added-taints"
+#: On a node the harness changed: the JSON list of label keys it added.
+LABELS_ANNOTATION = "lbconform.io/added-labels"
 
 
 @dataclass
@@ -74,17 +76,35 @@ def _with_taint(obj: Json, run_id: str, taint: Json) -> Json:
         "spec": {"taints": taints}}
 
 
+def add_label(api: RawApi, node: str, run_id: str, key: str, value: str = "") -> None:
+    """Label ``node`` with ``key``, labelled with the run and recorded, so the sweeper can undo it.
+    A label the node had already is not the harness's to remove, so it is refused."""
+    def change(obj: Json) -> Json:
+        meta = obj["metadata"]
+        if key in (meta.get("labels") or {}):
+            raise ValueError(f"node {node} has the label {key} already: it is not the harness's to add")
+        added = json.loads(meta.get("annotations", {}).get(LABELS_ANNOTATION, "[]"))
+        return {"metadata": {"resourceVersion": meta["resourceVersion"],
+                             "labels": {RUN_LABEL: run_id, key: value},
+                             "annotations": {LABELS_ANNOTATION: json.dumps(sorted({*added, key}))}}}
+
+    _on_fresh_node(api, node, change)
+
+
 def restore_node(api: RawApi, node: str) -> None:
-    """Remove the taints the harness added to ``node``, and its marks."""
-    _on_fresh_node(api, node, _without_added_taints)
+    """Remove the taints and labels the harness added to ``node``, and its marks."""
+    _on_fresh_node(api, node, _without_added_marks)
 
 
-def _without_added_taints(obj: Json) -> Json:
-    added = set(json.loads(obj["metadata"].get("annotations", {}).get(TAINTS_ANNOTATION, "[]")))
+def _without_added_marks(obj: Json) -> Json:
+    annotations = obj["metadata"].get("annotations", {})
+    added = set(json.loads(annotations.get(TAINTS_ANNOTATION, "[]")))
+    labels = json.loads(annotations.get(LABELS_ANNOTATION, "[]"))
     taints = [t for t in obj["spec"].get("taints") or [] if t["key"] not in added]
     return {
-        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"], "labels": {RUN_LABEL: None},
-                     "annotations": {TAINTS_ANNOTATION: None}},
+        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
+                     "labels": {RUN_LABEL: None, **{key: None for key in labels}},
+                     "annotations": {TAINTS_ANNOTATION: None, LABELS_ANNOTATION: None}},
         "spec": {"taints": taints or None}}
 
 

@@ -249,6 +249,12 @@ def no_node_ports(obj: Json) -> None:
         obj["spec"]["allocateLoadBalancerNodePorts"] = False
 
 
+def node_ports(obj: Json) -> None:
+    """allocateLoadBalancerNodePorts: true (the default)."""
+    if obj["kind"] == "Service":
+        obj["spec"]["allocateLoadBalancerNodePorts"] = True
+
+
 def load_balancer_class(name: str) -> Tweak:
     """spec.loadBalancerClass (KEP-1959): only the implementation that owns the class serves it."""
     def tweak(obj: Json) -> None:
@@ -256,6 +262,16 @@ def load_balancer_class(name: str) -> Tweak:
             obj["spec"]["loadBalancerClass"] = name
 
     tweak.__name__ = f"load_balancer_class_{name}"
+    return tweak
+
+
+def load_balancer_ip(address: str) -> Tweak:
+    """spec.loadBalancerIP: the Service asks for this address (deprecated upstream, still read)."""
+    def tweak(obj: Json) -> None:
+        if obj["kind"] == "Service":
+            obj["spec"]["loadBalancerIP"] = address
+
+    tweak.__name__ = f"load_balancer_ip_{address}"
     return tweak
 
 

@@ -25,12 +25,15 @@ from typing import Final
 
 from lbconform.kube.rawapi import ApiError, Json, RawApi
 from lbconform.lab import build
+from lbconform.lab import topology as topo
 from lbconform.lab.upstream import POOL_RANGE, kubectl_apply, wait_ready
 from lbconform.wait import poll_until
 
 NAMESPACE: Final = "metallb-system"
 #: The addresses MetalLB hands out: inside the lab's VIP range, as the reference LB's are.
 POOL_NAME: Final = "lab-pool"
+#: The addresses held for Services that ask for one: never handed out unasked (``autoAssign: false``).
+REQUEST_POOL_NAME: Final = "lab-requested"
 ADVERTISEMENT_NAME: Final = "lab-l2"
 #: The one interface of a lab node on the fabric, where the client's router asks for VIPs.
 ANNOUNCE_INTERFACE: Final = "eth0"
@@ -44,15 +47,21 @@ Progress = Callable[[str], None]
 
 
 def configuration() -> list[tuple[str, Json]]:
-    """The lab's IPAddressPool and L2Advertisement, each with the collection it is created in."""
+    """The lab's IPAddressPools (one handed out, one held for requests) and L2Advertisement, each
+    with the collection it is created in."""
     base = f"/apis/{GROUP}/namespaces/{NAMESPACE}"
     pool: Json = {"apiVersion": GROUP, "kind": "IPAddressPool",
                   "metadata": {"name": POOL_NAME, "namespace": NAMESPACE},
                   "spec": {"addresses": [POOL_RANGE]}}
+    requested: Json = {"apiVersion": GROUP, "kind": "IPAddressPool",
+                       "metadata": {"name": REQUEST_POOL_NAME, "namespace": NAMESPACE},
+                       "spec": {"addresses": [topo.REQUEST_RANGE], "autoAssign": False}}
     l2: Json = {"apiVersion": GROUP, "kind": "L2Advertisement",
                 "metadata": {"name": ADVERTISEMENT_NAME, "namespace": NAMESPACE},
-                "spec": {"ipAddressPools": [POOL_NAME], "interfaces": [ANNOUNCE_INTERFACE]}}
-    return [(f"{base}/ipaddresspools", pool), (f"{base}/l2advertisements", l2)]
+                "spec": {"ipAddressPools": [POOL_NAME, REQUEST_POOL_NAME],
+                         "interfaces": [ANNOUNCE_INTERFACE]}}
+    return [(f"{base}/ipaddresspools", pool), (f"{base}/ipaddresspools", requested),
+            (f"{base}/l2advertisements", l2)]
 
 
 def configure(api: RawApi, timeout: float = CONFIGURE_SECONDS) -> None:

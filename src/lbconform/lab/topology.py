@@ -7,6 +7,7 @@ VIPs 198.18.0.0/24, node fabric 198.19.0.0/24, pods 100.64.0.0/16, services 10.9
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -33,6 +34,15 @@ LB_CLIENT_IP: Final = "203.0.113.1"
 CLIENT_IP: Final = "203.0.113.10"
 
 VIP_CIDR: Final = "198.18.0.0/24"
+#: The VIPs held for Services that ask for an address (``spec.loadBalancerIP``, MetalLB's
+#: annotation): no LB in the lab hands them out unasked, as a cloud keeps reserved static IPs.
+REQUEST_RANGE: Final = "198.18.0.240-198.18.0.254"
+
+
+def request_range() -> list[str]:
+    """Every address of ``REQUEST_RANGE``."""
+    first, last = (ipaddress.IPv4Address(a) for a in REQUEST_RANGE.split("-"))
+    return [str(ipaddress.IPv4Address(i)) for i in range(int(first), int(last) + 1)]
 POD_CIDR: Final = "100.64.0.0/16"
 NODE_CIDR_MASK: Final = 24
 SERVICE_CIDR: Final = "10.96.0.0/16"

@@ -15,8 +15,9 @@ from lbconform.lab import build
 from lbconform.lab import topology as topo
 from lbconform.wait import NotYet, poll_until
 
-#: The addresses a third-party LB hands out: inside the lab's VIP range, as the reference LB's are.
-POOL_RANGE: Final = "198.18.0.10-198.18.0.250"
+#: The addresses a third-party LB hands out: inside the lab's VIP range, as the reference LB's are,
+#: below the addresses held for requests (``topology.REQUEST_RANGE``).
+POOL_RANGE: Final = "198.18.0.10-198.18.0.239"
 
 
 def in_pool_range(address: str) -> bool:

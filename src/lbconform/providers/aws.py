@@ -26,6 +26,9 @@ connections reach different nodes, and kube-proxy's ClientIP affinity is per nod
 client on one backend needs the target group's ``stickiness.type=source_ip`` attribute,
 which the controller does not derive from ``spec.sessionAffinity``. Claim it with
 ``--features SessionAffinity`` when the Services carry that attribute.
+Not claimed either: ``RequestedAddress``. The controller does not read ``spec.loadBalancerIP``;
+an NLB takes Elastic IPs through the ``aws-load-balancer-eip-allocations`` annotation, one per
+subnet, which this provider does not drive yet.
 
 Options (``--provider-option NAME=VALUE``):
 
@@ -115,7 +118,7 @@ class AWSProvider(Provider):
     _session: Any = None
 
     def features(self) -> set[Feature]:
-        return set(Feature) - {Feature.SESSION_AFFINITY}
+        return set(Feature) - {Feature.SESSION_AFFINITY, Feature.REQUESTED_ADDRESS}
 
     def declared(self) -> Declared:
         return Declared(

@@ -200,6 +200,17 @@ class Provider(ABC):
         """Annotations that make a Service's pool hold pod IPs (container-native LB)."""
         raise NotSupported(f"the {self.name} provider has no pod-backed pools")
 
+    def requestable_addresses(self) -> list[str]:
+        """Addresses a Service may ask for that the implementation never hands out unasked (a pool
+        held for requests, a cloud's reserved static IPs): each requested-address test takes one."""
+        raise NotSupported(f"the {self.name} provider declares no addresses held for Services "
+                           "that ask for one")
+
+    def address_request(self, address: str) -> dict[str, str]:
+        """The annotations with which a Service asks for ``address``; empty where the implementation
+        reads ``spec.loadBalancerIP`` (deprecated upstream since v1.24, still the common field)."""
+        return {}
+
     def pool_kind(self, service: ServiceRef) -> str:
         """NODE_POOL or POD_POOL: what the pool of this (existing) Service holds."""
         return NODE_POOL

@@ -121,8 +121,9 @@ class KindProvider(Provider):
     }
 
     def features(self) -> set[Feature]:
-        # Envoy sends to nodeIP:NodePort; there is no pod-IP backend mode.
-        return set(Feature) - {Feature.POD_BACKEND_POOL}
+        # Envoy sends to nodeIP:NodePort; there is no pod-IP backend mode. Its address is the
+        # container's, from the container network: not one a Service can ask for.
+        return set(Feature) - {Feature.POD_BACKEND_POOL, Feature.REQUESTED_ADDRESS}
 
     def declared(self) -> Declared:
         return Declared(

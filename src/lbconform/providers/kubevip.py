@@ -27,6 +27,8 @@ Features it does not claim, and why:
 - ``HealthCheckTransitions``: no health checks; it follows EndpointSlices (as above).
 - ``IdleTimeout``: it forwards nothing (kube-proxy does); flows are the node's conntrack entries.
 - ``PodBackendPool``: traffic always lands on a node.
+- ``NodeExclusion``: v1.2.2 does not read ``node.kubernetes.io/exclude-from-external-load-balancers``
+  (no mention of it in its source); any node may win a Service's election.
 
 Declared failover: a dead holder keeps the Lease until it expires; a candidate takes it within
 the lease duration plus the retry period's jittered wait (client-go leaderelection, jitter 1.2),
@@ -44,6 +46,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from lbconform.config import Timeouts
+from lbconform.features import Feature
 from lbconform.kube.rawapi import ApiError
 from lbconform.providers.base import Declared, PoolMember, ServiceRef
 from lbconform.providers.lab import Announcer
@@ -71,6 +74,9 @@ class KubeVipProvider(Announcer):
     name = "kube-vip"
     options_help: ClassVar[Mapping[str, str]] = {
         "lease-prefix": "the per-Service Lease's name before the Service's (default kubevip-)"}
+
+    def features(self) -> set[Feature]:
+        return super().features() - {Feature.NODE_EXCLUSION}
 
     def declared(self) -> Declared:
         return self.declared_for("Local")

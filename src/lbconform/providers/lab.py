@@ -13,6 +13,7 @@ from lbconform.config import Timeouts
 from lbconform.errors import LabError
 from lbconform.features import Feature
 from lbconform.kube.rawapi import RawApi
+from lbconform.lab import topology as topo
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import LB_CLASS, MODES, PREFIX, Params
 from lbconform.providers.base import (
@@ -142,6 +143,9 @@ class LabProvider(LabNodes, Provider):
 
     def features(self) -> set[Feature]:
         return set(Feature)
+
+    def requestable_addresses(self) -> list[str]:
+        return topo.request_range()
 
     def declared(self) -> Declared:
         d = Params()

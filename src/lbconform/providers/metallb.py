@@ -24,7 +24,10 @@ Features it does not claim, and why:
 - ``PodBackendPool``: traffic always lands on a node.
 
 Options (``--provider-option NAME=VALUE``): ``namespace``, the speakers' namespace where the
-status objects live (env ``METALLB_NAMESPACE``, default ``metallb-system``).
+status objects live (env ``METALLB_NAMESPACE``, default ``metallb-system``);
+``requestable-addresses``, comma-separated addresses of an IPAddressPool with ``autoAssign:
+false`` that Services may ask for with ``metallb.io/loadBalancerIPs`` (in the lab: its pool held
+for requests).
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from typing import Any, ClassVar
 
 from lbconform.config import Timeouts
 from lbconform.kube.rawapi import ApiError
+from lbconform.lab import topology as topo
 from lbconform.providers.base import Declared, NotSupported, PoolMember, ServiceRef
-from lbconform.providers.lab import Announcer
+from lbconform.providers.lab import Announcer, on_lab
 from lbconform.providers.support import cluster_nodes, require_api
 
 GROUP_VERSION = "metallb.io/v1beta1"
@@ -44,6 +48,8 @@ GROUP_VERSION = "metallb.io/v1beta1"
 #: defaults (1 s probes, 4 s suspicion on up to 9 nodes) are where most of it goes.
 NODE_FAILOVER_SECONDS = 10.0
 L2_STATUSES, BGP_STATUSES = "servicel2statuses", "servicebgpstatuses"
+#: How a Service asks MetalLB for addresses (it still reads spec.loadBalancerIP too, deprecated).
+REQUEST_ANNOTATION = "metallb.io/loadBalancerIPs"
 
 
 def announcing_nodes(statuses: Iterable[Mapping[str, Any]], namespace: str, name: str) -> list[str]:
@@ -67,7 +73,9 @@ def pool_from_statuses(statuses: Iterable[Mapping[str, Any]], namespace: str, na
 class MetalLBProvider(Announcer):
     name = "metallb"
     options_help: ClassVar[Mapping[str, str]] = {
-        "namespace": "the MetalLB speakers' namespace (env METALLB_NAMESPACE, default metallb-system)"}
+        "namespace": "the MetalLB speakers' namespace (env METALLB_NAMESPACE, default metallb-system)",
+        "requestable-addresses": "comma-separated addresses of a pool with autoAssign: false "
+                                 "(default in the lab: its pool held for requests)"}
 
     def declared(self) -> Declared:
         return self.announcing(
@@ -79,6 +87,18 @@ class MetalLBProvider(Announcer):
                             "advertises from every eligible node, a mode this provider does not yet model",
                    "finalizer": "MetalLB's controller frees addresses itself and sets no "
                                 "service.kubernetes.io/load-balancer-cleanup finalizer"})
+
+    def requestable_addresses(self) -> list[str]:
+        given = [a.strip() for a in self.option("requestable-addresses").split(",") if a.strip()]
+        if given:
+            return given
+        if on_lab(self.api):
+            return topo.request_range()
+        raise NotSupported("give the addresses of a MetalLB pool with autoAssign: false as "
+                           "--provider-option requestable-addresses=A,B,...")
+
+    def address_request(self, address: str) -> dict[str, str]:
+        return {REQUEST_ANNOTATION: address}
 
     def timeouts(self) -> Timeouts:
         # Assignment and announcement take seconds; L2 failover waits for memberlist (~10 s).

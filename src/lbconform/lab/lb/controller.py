@@ -199,22 +199,26 @@ class Controller:
 
     def _allocate_vip(self, svc: Json, fresh: bool = False) -> str | None:
         """The Service's address: the one it asks for or already has, else the next free one
-        (``fresh``: the next free one whatever it has, for the move-ip-on-update defect)."""
+        outside the addresses held for requests (``fresh``: the next free one whatever it has, for
+        the move-ip-on-update defect; the ignore-requested-ip defect does not hear the request)."""
         used = {s.vip for s in (*self.services.values(), *self.ghosts.values())}
         network = ipaddress.ip_network(topo.VIP_CIDR)
-        wanted = None if fresh else svc["spec"].get("loadBalancerIP") or next(
+        hears = "ignore-requested-ip" not in self.defects_for(svc)
+        requested = svc["spec"].get("loadBalancerIP") if hears else None
+        wanted = None if fresh else requested or next(
             (i.get("ip") for i in svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []), None)
         if wanted:
             if ipaddress.ip_address(wanted) in network and wanted not in used:
                 return str(wanted)
-            if svc["spec"].get("loadBalancerIP"):
-                self._event(svc, "Warning", "LoadBalancerIPUnavailable",
-                            f"loadBalancerIP {wanted} is not free in {topo.VIP_CIDR}")
+            if requested:
+                why = "in use" if wanted in used else f"not in {topo.VIP_CIDR}"
+                self._event(svc, "Warning", "LoadBalancerIPUnavailable", f"loadBalancerIP {wanted} is {why}")
                 return None
         # Round-robin from the last address given, as cloud address pools do: an address a deleted
         # Service just gave up is not handed to the next Service while clients may still hold
         # flows to it.
-        hosts = [str(h) for h in network.hosts()]
+        held = set(topo.request_range())
+        hosts = [str(h) for h in network.hosts() if str(h) not in held]
         for step in range(len(hosts)):
             host = hosts[(self.next_vip + step) % len(hosts)]
             if host not in used:
@@ -262,7 +266,7 @@ class Controller:
                             "use mode node or pod")
             desired: dict[str, plan.Backend] = {}
         else:
-            desired = plan.pool(svc, slices, nodes, params, st.defects)
+            desired = plan.pool(svc, slices, plan.eligible(nodes, st.defects), params, st.defects)
         st.counters["reconciles"] += 1
         self._set_status(svc, st.vip)
         self._update_pool(st, desired)

@@ -92,6 +92,12 @@ DEFECTS: Final = {d.name: d for d in (
            f"only Services without a class or of class `{LB_CLASS}` are served"),
     Defect("drop-udp-on-mixed", "drops the UDP ports of a Service that has TCP ports too",
            "every port of a mixed-protocol Service is forwarded"),
+    Defect("ignore-requested-ip",
+           "gives a Service that asks for an address (spec.loadBalancerIP) the next free one",
+           "a Service gets the address it asks for, or an event that says why not"),
+    Defect("ignore-exclusion-label",
+           "keeps nodes labelled node.kubernetes.io/exclude-from-external-load-balancers in its pools",
+           "a node with that label leaves every pool, and comes back once the label is gone"),
 )}
 
 SHORT_IDLE_SECONDS: Final = 5

@@ -23,6 +23,8 @@ class NodeInfo:
     name: str
     ip: str
     index: int
+    #: Labelled node.kubernetes.io/exclude-from-external-load-balancers: in no pool.
+    excluded: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,22 +74,29 @@ def _service_ports(svc: Json) -> list[Json]:
     return list(svc["spec"].get("ports") or [])
 
 
-def _excluded(node: Json) -> bool:
-    return "node.kubernetes.io/exclude-from-external-load-balancers" in (node["metadata"].get("labels") or {})
+EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
 def node_infos(nodes: list[Json]) -> list[NodeInfo]:
+    """Every lab node (excluded ones too: they stay routed; ``eligible`` leaves them out of pools)."""
     out = []
     for n in nodes:
-        if _excluded(n):
-            continue
         ip = next((a["address"] for a in n.get("status", {}).get("addresses", [])
                    if a["type"] == "InternalIP"), None)
         name = n["metadata"]["name"]
         if ip is None or not name.startswith("node-"):
             continue
-        out.append(NodeInfo(name, ip, int(name.split("-", 1)[1])))
+        excluded = EXCLUDE_LABEL in (n["metadata"].get("labels") or {})
+        out.append(NodeInfo(name, ip, int(name.split("-", 1)[1]), excluded))
     return sorted(out, key=lambda i: i.index)
+
+
+def eligible(nodes: list[NodeInfo], defects: frozenset[str]) -> list[NodeInfo]:
+    """The nodes a Service's pool may hold: not those labelled to be excluded (unless the
+    ignore-exclusion-label defect is on)."""
+    if "ignore-exclusion-label" in defects:
+        return nodes
+    return [n for n in nodes if not n.excluded]
 
 
 def pool(svc: Json, slices: list[Json], nodes: list[NodeInfo], params: Params,
