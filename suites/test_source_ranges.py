@@ -37,3 +37,13 @@ def test_source_range_denies_unlisted_client(make_backends: MakeBackends, make_s
     lb.wait_for_unreachable(backends.names())
     lb.update(admitted)
     lb.wait_for_backends(backends.names())
+
+
+@pytest.mark.features(Feature.SOURCE_RANGES)
+def test_cleared_source_ranges_admit_everyone(make_backends: MakeBackends, make_service: MakeService) -> None:
+    """A client kept out by loadBalancerSourceRanges reaches the backends once the ranges are cleared."""
+    backends = make_backends(replicas=1)
+    lb = make_service(tweaks.source_ranges(FOREIGN_RANGE))
+    lb.wait_for_unreachable(backends.names())
+    lb.update(tweaks.no_source_ranges)
+    lb.wait_for_backends(backends.names())

@@ -50,8 +50,13 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
                              Feature.SOURCE_RANGES),
     # Local only: under Cluster, kube-proxy's ClientIP affinity on every node picked one backend by
     # chance in one CI rehearsal (1 in 9 with three backends), hiding the LB's spreading.
-    "no-affinity": ("node", ("test_session_affinity::test_client_ip_affinity_keeps_one_backend[Local]",),
+    "no-affinity": ("node", ("test_session_affinity::test_client_ip_affinity_keeps_one_backend[Local]",
+                             "test_session_affinity::test_affinity_switched_on_and_off"),
                     Feature.SESSION_AFFINITY),
+    "sticky-affinity": ("node", ("test_session_affinity::test_affinity_switched_on_and_off",),
+                        Feature.SESSION_AFFINITY),
+    "sticky-source-ranges": ("node", ("test_source_ranges::test_cleared_source_ranges_admit_everyone",),
+                             Feature.SOURCE_RANGES),
     "short-idle": ("node", (IDLE_BELOW, "test_idle_and_keepalive::test_idle_timeout_measured"),
                    Feature.IDLE_TIMEOUT),
     "no-pinning": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.IDLE_TIMEOUT),

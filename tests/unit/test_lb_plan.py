@@ -54,3 +54,14 @@ def test_excluded_nodes_are_in_no_pool_unless_the_defect_ignores_the_label() -> 
     assert [n.name for n in plan.eligible(nodes, frozenset())] == ["node-1"]
     ignoring = plan.eligible(nodes, frozenset({"ignore-exclusion-label"}))
     assert [n.name for n in ignoring] == ["node-1", "node-2"]
+
+
+def test_sticky_defects_keep_what_the_previous_plan_had() -> None:
+    before = plan.plan(service(sessionAffinity="ClientIP", loadBalancerSourceRanges=["192.0.2.0/24"]), 1,
+                       "198.18.0.1", Params(), [], frozenset())
+    cleared = service(sessionAffinity="None")
+    correct = plan.plan(cleared, 1, "198.18.0.1", Params(), [], frozenset(), before)
+    assert (correct.affinity, correct.source_ranges) == (False, ())
+    defects = frozenset({"sticky-affinity", "sticky-source-ranges"})
+    sticky = plan.plan(cleared, 1, "198.18.0.1", Params(), [], defects, before)
+    assert (sticky.affinity, sticky.source_ranges) == (True, ("192.0.2.0/24",))

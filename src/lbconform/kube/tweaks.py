@@ -234,6 +234,19 @@ def session_affinity_client_ip(obj: Json) -> None:
         obj["spec"]["sessionAffinity"] = "ClientIP"
 
 
+def session_affinity_none(obj: Json) -> None:
+    """sessionAffinity: None (each new connection is balanced on its own)."""
+    if obj["kind"] == "Service":
+        obj["spec"]["sessionAffinity"] = "None"
+        obj["spec"].pop("sessionAffinityConfig", None)
+
+
+def no_source_ranges(obj: Json) -> None:
+    """No loadBalancerSourceRanges: every client is admitted."""
+    if obj["kind"] == "Service":
+        obj["spec"].pop("loadBalancerSourceRanges", None)
+
+
 def source_ranges(*cidrs: str) -> Tweak:
     def tweak(obj: Json) -> None:
         if obj["kind"] == "Service":

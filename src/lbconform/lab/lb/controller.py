@@ -274,7 +274,7 @@ class Controller:
         healthy = self._healthy(st)
         self._apply_health_change(st, healthy)
         backends = [st.pool[k] for k in healthy]
-        st.last_plan = plan.plan(svc, st.index, st.vip, params, backends, st.defects)
+        st.last_plan = plan.plan(svc, st.index, st.vip, params, backends, st.defects, st.last_plan)
         self._close_removed_listeners(st, st.last_plan)
         return st.last_plan
 

@@ -140,8 +140,9 @@ def pool(svc: Json, slices: list[Json], nodes: list[NodeInfo], params: Params,
 
 
 def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend],
-         defects: frozenset[str]) -> ServicePlan:
-    """Rules for the healthy ``backends`` (already ordered and filtered by health)."""
+         defects: frozenset[str], previous: ServicePlan | None = None) -> ServicePlan:
+    """Rules for the healthy ``backends`` (already ordered and filtered by health); ``previous``
+    is the Service's last plan (the sticky-* defects keep what it had)."""
     rules = []
     protocols = {p.get("protocol", "TCP") for p in _service_ports(svc)}
     for p in _service_ports(svc):
@@ -156,7 +157,11 @@ def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend
             rules.append(PortRule(proto, port, targets=targets))
     spec = svc["spec"]
     affinity = spec.get("sessionAffinity") == "ClientIP" and "no-affinity" not in defects
+    if "sticky-affinity" in defects and previous is not None:
+        affinity = affinity or previous.affinity
     ranges = () if "ignore-source-ranges" in defects else tuple(spec.get("loadBalancerSourceRanges") or ())
+    if "sticky-source-ranges" in defects and previous is not None and not ranges:
+        ranges = previous.source_ranges
     local = spec.get("externalTrafficPolicy") == "Local"
     idle = SHORT_IDLE_SECONDS if "short-idle" in defects else params.idle_timeout
     meta = svc["metadata"]
