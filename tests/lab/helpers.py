@@ -131,10 +131,13 @@ def remove_pinned_backend(ns: Applier, removal: str) -> tuple[list[Any], list[An
         return pinned, [c for c in fleet.connections if c not in pinned]
 
 
-def change_port(ns: Applier, port: int) -> None:
-    """The Service's first port becomes ``port``; returns once the LB reconciled the change."""
-    path = f"/api/v1/namespaces/{ns.namespace}/services/backend"
-    assert ns.namespace
+#: How long the reference LB may take to run the passes after a change that a helper waits for.
+RECONCILE_SECONDS = 10.0
+
+
+def update_and_reconcile(ns: Applier, change: Tweak, passes: int = 2) -> None:
+    """Change the Service ``backend``; return once the LB ran ``passes`` reconcile passes after it."""
+    from lbconform.kube.jig import ServiceJig
     from lbconform.lab.lb.client import LabLB
     from lbconform.wait import poll_until
 
@@ -146,10 +149,16 @@ def change_port(ns: Applier, port: int) -> None:
         return int(state["counters"]["reconciles"])
 
     before = reconciles()
-    svc = ns.api.get(path)
-    svc["spec"]["ports"][0]["port"] = port
-    ns.api.put(path, svc)
-    poll_until(lambda: reconciles() > before, timeout=10, description="the LB to reconcile the port change")
+    ServiceJig(ns).update(change)
+    poll_until(lambda: reconciles() >= before + passes, timeout=RECONCILE_SECONDS,
+               description="the LB to reconcile the change")
+
+
+def change_port(ns: Applier, port: int) -> None:
+    """The Service's first port becomes ``port``; returns once the LB reconciled the change."""
+    from lbconform.kube import tweaks
+
+    update_and_reconcile(ns, tweaks.set_port(port), passes=1)
 
 
 def udp_from(vip: str, port: int, source_port: int = 0, message: bytes = b"hostname") -> str:

@@ -16,7 +16,7 @@ import pytest
 
 from lbconform.kube import objects, tweaks
 from lbconform.kube.jig import CLEANUP_FINALIZER, ServiceJig
-from lbconform.kube.manifests import Applier, Tweak
+from lbconform.kube.manifests import Applier
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.sweeper import add_label, restore_node
 from lbconform.lab import topology as topo
@@ -34,6 +34,7 @@ from tests.lab.helpers import (
     pods_by_node,
     remove_pinned_backend,
     udp_from,
+    update_and_reconcile,
     wait_for_healthy,
     wait_for_vip,
 )
@@ -345,25 +346,11 @@ def test_ignore_requested_ip_gives_the_next_address(defect: str, test_namespace:
     assert vip != wanted and vip not in topo.request_range()
 
 
-def _update_and_reconcile(ns: Applier, change: Tweak) -> None:
-    """Change the Service; return once the LB ran two passes after the change."""
-    lb = LabLB()
-
-    def reconciles() -> int:
-        state = lb.service(ns.namespace or "", "backend")
-        assert state is not None
-        return int(state["counters"]["reconciles"])
-
-    before = reconciles()
-    ServiceJig(ns).update(change)
-    poll_until(lambda: reconciles() > before + 1, timeout=10, description="the LB to reconcile the change")
-
-
 @with_defect("sticky-affinity")
 def test_sticky_affinity_keeps_one_client_on_one_backend(defect: str, test_namespace: Applier) -> None:
     vip = deploy_with_vip(test_namespace, tweaks.one_per_node, tweaks.traffic_policy_local,
                           tweaks.session_affinity_client_ip)
-    _update_and_reconcile(test_namespace, tweaks.session_affinity_none)
+    update_and_reconcile(test_namespace, tweaks.session_affinity_none)
     answers = new_connection_results(vip)
     assert len(set(answers)) == 1, answers
 
@@ -371,7 +358,7 @@ def test_sticky_affinity_keeps_one_client_on_one_backend(defect: str, test_names
 @with_defect("sticky-source-ranges")
 def test_sticky_source_ranges_keep_clients_out(defect: str, test_namespace: Applier) -> None:
     vip = deploy_with_vip(test_namespace, tweaks.replicas(1), tweaks.source_ranges("192.0.2.0/24"))
-    _update_and_reconcile(test_namespace, tweaks.no_source_ranges)
+    update_and_reconcile(test_namespace, tweaks.no_source_ranges)
     with pytest.raises(OSError):
         client_get(vip, 80, "/hostname", timeout=1)
 

@@ -12,7 +12,6 @@ one lab at the same time.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import subprocess
 import threading
@@ -68,7 +67,7 @@ class ServiceState:
     #: move-ip-on-update defect gives a new address when it changes; Services have no
     #: ``metadata.generation``).
     run: str = ""
-    spec: str = ""
+    spec: Json = field(default_factory=dict)
     #: The rules last rendered for it (the keep-deleted-vip defect goes on rendering them).
     last_plan: plan.ServicePlan | None = None
     #: The (protocol, port) pairs it listens on: the flows of a port that goes are forgotten.
@@ -89,6 +88,7 @@ def wants_lb(svc: Json, defects: frozenset[str] = frozenset()) -> bool:
 
 
 def run_of(svc: Json) -> str:
+    """The harness run a Service belongs to (its ``lbconform.io/run`` label), "" for none."""
     return str((svc["metadata"].get("labels") or {}).get(RUN_LABEL) or "")
 
 
@@ -241,13 +241,12 @@ class Controller:
             index = 1 + max((s.index for s in (*self.services.values(), *self.ghosts.values())), default=0)
             st = ServiceState(key, svc["metadata"]["uid"], vip, index,
                               first_ports=list(svc["spec"].get("ports") or []), run=run_of(svc),
-                              spec=json.dumps(svc["spec"], sort_keys=True))
+                              spec=svc["spec"])
             self.services[key] = st
             self._event(svc, "Normal", "EnsuringLoadBalancer", f"assigned VIP {vip}")
         st.defects = self.defects_for(svc)
-        spec = json.dumps(svc["spec"], sort_keys=True)
-        if spec != st.spec:
-            st.spec = spec
+        if svc["spec"] != st.spec:
+            st.spec = svc["spec"]
             if "move-ip-on-update" in st.defects:
                 self._move_vip(svc, st)
         if "ignore-updates" in st.defects:
