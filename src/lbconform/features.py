@@ -31,11 +31,13 @@ class Feature(StrEnum):
     MIXED_PROTOCOL = "MixedProtocol"
     NODE_EXCLUSION = "NodeExclusion"
     REQUESTED_ADDRESS = "RequestedAddress"
+    PROVISIONING_AT_SCALE = "ProvisioningAtScale"
     # chaos (disruptive)
     NODE_FAILURE = "NodeFailure"
     NODE_DRAIN = "NodeDrain"
     ROLLING_UPDATE = "RollingUpdate"
     BACKEND_CHURN = "BackendChurn"
+    LOAD_BALANCER_RESTART = "LoadBalancerRestart"
 
 
 PROFILES: Final[dict[str, tuple[Feature, ...]]] = {
@@ -44,8 +46,10 @@ PROFILES: Final[dict[str, tuple[Feature, ...]]] = {
     "extended": (Feature.BACKEND_POOL, Feature.POD_BACKEND_POOL, Feature.SESSION_AFFINITY,
                  Feature.SOURCE_RANGES, Feature.IDLE_TIMEOUT, Feature.KEEPALIVE_SURVIVAL,
                  Feature.GRACEFUL_TERMINATION, Feature.UDP, Feature.LOAD_BALANCER_CLASS,
-                 Feature.MIXED_PROTOCOL, Feature.NODE_EXCLUSION, Feature.REQUESTED_ADDRESS),
-    "chaos": (Feature.NODE_FAILURE, Feature.NODE_DRAIN, Feature.ROLLING_UPDATE, Feature.BACKEND_CHURN),
+                 Feature.MIXED_PROTOCOL, Feature.NODE_EXCLUSION, Feature.REQUESTED_ADDRESS,
+                 Feature.PROVISIONING_AT_SCALE),
+    "chaos": (Feature.NODE_FAILURE, Feature.NODE_DRAIN, Feature.ROLLING_UPDATE, Feature.BACKEND_CHURN,
+              Feature.LOAD_BALANCER_RESTART),
 }
 
 #: Profiles whose tests disturb the cluster (kill nodes, drain them); they run only when asked.

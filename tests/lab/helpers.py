@@ -260,3 +260,31 @@ def certify(provider: str, report_dir: Path, not_supported: set[str], chaos_pass
     assert len(profiles["chaos"]["tests"]["passed"]) == chaos_passed
     failover = [m for m in doc["measurements"] if m["name"] == "node_kill_last_failure_after"]
     assert len(failover) == 2 and all(m["declared"] == window for m in failover), failover
+
+
+def restart_the_lb_under_local_policy(
+        ns: Applier) -> tuple[str, list[str], list[str], str | None, list[object]]:
+    """Backends on two nodes (eTP Local, 3 checks of 2 s to turn healthy), the reference LB restarted
+    once they are healthy; returns the VIP, the healthy set before the restart and right after it,
+    the address after it and the answers to 10 new connections right after it."""
+    from lbconform.kube import tweaks
+    from lbconform.kube.jig import ServiceJig
+    from lbconform.lab.cluster import Lab
+    from lbconform.lab.lb.client import LabLB
+
+    deploy_backend(ns, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
+                   lab_lb(health_check_interval_seconds=2, health_check_healthy_threshold=3))
+    assert ns.namespace
+    vip = wait_for_vip(ns.api, ns.namespace)
+    before = sorted(wait_for_healthy(ns.namespace, 2))
+    Lab().restart_lb()
+    state = LabLB().service(ns.namespace, "backend")
+    after = sorted(state["healthy"]) if state else []
+    answers: list[object] = []
+    for _ in range(10):
+        try:
+            answers.append(client_get(vip, 80, "/hostname", timeout=1)[0])
+        except OSError as exc:
+            answers.append(type(exc).__name__)
+    return vip, before, after, ServiceJig(ns, "backend").ingress(), answers
+

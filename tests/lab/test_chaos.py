@@ -44,6 +44,7 @@ EXPERIMENTS: dict[str, dict[str, object]] = {
     "backend-flap": {"traffic_seconds": 60, "flap_cycles": 2},
     "node-drain": {**ALLOWED, "traffic_seconds": 40, "drain_timeout": 60},
     "kube-proxy-restart": {**ALLOWED, "traffic_seconds": 25},
+    "lb-restart": {"allow_disruptive": True, "traffic_seconds": 25},
     # The failure budget is set from the LB's declared detection (node_kill_window below).
     "node-kill": {**ALLOWED, "traffic_seconds": 17, "observe_seconds": 10},
 }
@@ -160,9 +161,10 @@ def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> N
     assert result.returncode == 0, outcome(result)
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     chaos = next(p for p in doc["profiles"] if p["name"] == "chaos")
-    assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 7, chaos
+    assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 8, chaos
     names = {m["name"] for m in doc["measurements"]}
     assert {"node_kill_lb_dropped_node_after", "rollout_locust_requests", "drain_locust_requests",
-            "kube_proxy_restart_failed_requests", "backend_flap_failed_requests"} <= names
+            "kube_proxy_restart_failed_requests", "backend_flap_failed_requests",
+            "lb_restart_failed_requests"} <= names
     journals = list((tmp_path / "chaos").glob("*/journal.json"))
-    assert len(journals) == 7, journals
+    assert len(journals) == 8, journals

@@ -24,6 +24,7 @@ from tests.lab.helpers import (
     lab_lb,
     pods_by_node,
     remove_pinned_backend,
+    restart_the_lb_under_local_policy,
     udp_from,
     wait_for_healthy,
     wait_for_node_ports,
@@ -328,3 +329,12 @@ def test_pod_mode_health_checks(test_namespace: Applier, protocol: str, path: st
 
     lb = poll_until(checked_enough, timeout=15, description="four health checks of every pod")
     assert len(lb["healthy"]) == healthy, lb["pool"]
+
+
+def test_restart_keeps_health_and_address(test_namespace: Applier) -> None:
+    """A restarted LB starts from the health it saved: the healthy set and the address are the
+    old ones from its first pass, and new connections are served at once."""
+    vip, before, after, address, answers = restart_the_lb_under_local_policy(test_namespace)
+    assert after == before and address == vip
+    assert answers == [200] * 10
+

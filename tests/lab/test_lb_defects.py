@@ -16,12 +16,13 @@ import pytest
 
 from lbconform.kube import objects, tweaks
 from lbconform.kube.jig import CLEANUP_FINALIZER, ServiceJig
-from lbconform.kube.manifests import Applier
+from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.sweeper import add_label, restore_node
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.client import LabLB
-from lbconform.lab.lb.params import DEFECTS
+from lbconform.lab.lb.params import DEFECTS, SERIAL_PROVISIONING_SECONDS
+from lbconform.provisioning import INTERVAL, watch_addresses
 from lbconform.target import EXCLUDE_LABEL
 from lbconform.traffic.fleet import Fleet
 from lbconform.wait import poll_until
@@ -33,6 +34,7 @@ from tests.lab.helpers import (
     lab_lb,
     pods_by_node,
     remove_pinned_backend,
+    restart_the_lb_under_local_policy,
     udp_from,
     update_and_reconcile,
     wait_for_healthy,
@@ -43,7 +45,7 @@ pytestmark = pytest.mark.lab
 
 #: defect -> (the test here that shows the defect, the test in test_lb.py or
 #: test_lab_provider.py that the defect would fail: the correct behaviour it breaks; None where
-#: only a conformance suite test shows it, in test_suites_catch_defects.DEFECT_SUITES)
+#: only a conformance suite test shows it, in defect_rows.DEFECT_SUITES)
 DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
     "ignore-health": ("test_ignore_health_sends_to_nodes_without_endpoints",
                       "test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints"),
@@ -78,18 +80,21 @@ DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
     "ignore-requested-ip": ("test_ignore_requested_ip_gives_the_next_address", None),
     "sticky-affinity": ("test_sticky_affinity_keeps_one_client_on_one_backend", None),
     "sticky-source-ranges": ("test_sticky_source_ranges_keep_clients_out", None),
+    "serial-provisioning": ("test_serial_provisioning_gives_addresses_a_second_apart", None),
+    "cold-restart": ("test_cold_restart_forgets_the_healthy_backends",
+                     "test_restart_keeps_health_and_address"),
 }
 
 
 def test_every_defect_has_a_test() -> None:
     from tests.lab import test_lab_provider, test_lb
-    from tests.lab.test_suites_catch_defects import DEFECT_SUITES
+    from tests.lab.defect_rows import CHAOS_DEFECT_SUITES, DEFECT_SUITES
 
     assert set(DEFECT_TESTS) == set(DEFECTS)
     for defect, (shows, breaks) in DEFECT_TESTS.items():
         assert shows in globals(), shows
         if breaks is None:
-            assert defect in DEFECT_SUITES, defect
+            assert defect in DEFECT_SUITES or defect in CHAOS_DEFECT_SUITES, defect
         else:
             assert hasattr(test_lb, breaks) or hasattr(test_lab_provider, breaks), breaks
 
@@ -384,3 +389,28 @@ def test_a_defect_of_one_run_meets_only_that_runs_services(lab: object, test_nam
         others.release(other)
         others.wait_gone()
     assert lb.defects(run=other_run) == []
+
+
+@with_defect("serial-provisioning")
+def test_serial_provisioning_gives_addresses_a_second_apart(defect: str, test_namespace: Applier) -> None:
+    created = {}
+    for i in range(3):
+        service = load_one("backend-service")
+        service["metadata"]["name"] = f"serial-{i}"
+        test_namespace.create(service)
+        created[f"serial-{i}"] = time.monotonic()
+    services = f"/api/v1/namespaces/{test_namespace.namespace}/services"
+    got = watch_addresses(lambda: test_namespace.api.get(services)["items"], created,
+                          until=max(created.values()) + 10)
+    assert not got.missing()
+    seen = sorted(got.seen.values())
+    assert seen[-1] - seen[0] >= 2 * SERIAL_PROVISIONING_SECONDS - INTERVAL, got.times()
+
+
+@with_defect("cold-restart")
+def test_cold_restart_forgets_the_healthy_backends(defect: str, test_namespace: Applier) -> None:
+    vip, before, after, address, answers = restart_the_lb_under_local_policy(test_namespace)
+    # Healthy again after 3 checks 2 s apart, the first at once: the first 3 connections (1 s each) fail.
+    assert len(before) == 2 and after == [] and address == vip
+    assert 200 not in answers[:3], answers
+

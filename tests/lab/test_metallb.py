@@ -60,8 +60,9 @@ NOT_SUPPORTED_ON_METALLB = {
 }
 
 
-#: The chaos profile's tests: churn (3), drain and rollout (2), a node kill per traffic policy (2).
-CHAOS_TESTS = 7
+#: The chaos profile's tests: churn (3), drain and rollout (2), a node kill per traffic policy (2),
+#: the controller's restart (1).
+CHAOS_TESTS = 8
 
 
 def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab) -> None:

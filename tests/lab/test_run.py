@@ -1,19 +1,18 @@
 """``lbconform run`` against the lab: the core and extended profiles pass on the reference LB in
 every mode, the report validates, and a run boots and removes a lab only when none is running.
-The three modes' runs start together on the first test that asks (``tests/lab/runs.py``)."""
+The three modes' runs start together with the defect rows on the first test that asks
+(``reference_runs`` in ``tests/lab/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from fixtures.lab import LabSession
 from lbconform.lab.cluster import Lab
 from lbconform.report import schema
-from tests.lab.runs import ConcurrentRuns, Result, lbconform_cli, lbconform_run, outcome, selected_runs
+from tests.lab.runs import ReferenceRuns, lbconform_cli, lbconform_run, outcome
 
 pytestmark = pytest.mark.lab
 
@@ -42,38 +41,15 @@ NOT_SUPPORTED_IN_MODE = {
                 "test_keepalive_shorter_than_idle_survives_changes"))},
 }
 
-#: The three mode runs at once (six test processes on two cores): the suites hold on a loaded
-#: machine (issue 17: core passed 10 of 10 beside two CPU hogs; later node and nodeport side by
-#: side, then pod, 577 s in CI). All three together took 448 s and 459 s in two runs, each
-#: passing; the node run is the longest either way. Earlier side-by-side runs failed where the
-#: idle bisection's healthy-set change overran its idle period; the idle probe now measures the
-#: idle time a slow change stretches.
-MODE_RUNS_AT_ONCE = 3
-
-
-def run_mode(mode: str, report_dir: Path) -> Result:
-    return lbconform_run("--profile", "core", "--profile", "extended", "-n", "2", "--mode", mode,
-                         report_dir=report_dir)
-
-
-@pytest.fixture(scope="module")
-def mode_runs(lab_session: LabSession, request: pytest.FixtureRequest,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns[Result]]:
-    lab_session.ensure_up()
-    with selected_runs(request, tmp_path_factory, "test_core_and_extended_pass_on_the_reference_lb", "mode",
-                       run_mode, MODE_RUNS_AT_ONCE) as runs:
-        yield runs
-
-
 def report(report_dir: Path) -> dict[str, object]:
     doc: dict[str, object] = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
     return doc
 
 
 @pytest.mark.parametrize("mode", sorted(NOT_SUPPORTED_IN_MODE))
-def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, mode_runs: ConcurrentRuns[Result],
+def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, reference_runs: ReferenceRuns,
                                                     mode: str) -> None:
-    result, tmp_path = mode_runs.result(mode)
+    result, tmp_path = reference_runs.modes.result(mode)
     assert result.returncode == 0, outcome(result)
     doc = report(tmp_path)
     assert schema.validate(doc) == [] and schema.check_statistics(doc) == []

@@ -1,133 +1,36 @@
 """Every applicable defect of the reference LB makes a named conformance test fail, and the
-report names the failing feature: the table below is checked row by row, through ``lbconform run``
-against the running lab with the defect switched on.
+report names the failing feature: the table of ``tests/lab/defect_rows.py`` is checked row by row,
+through ``lbconform run`` against the running lab with the defect switched on.
 
-Each row is a run of its own, with its own run id, and its defect is switched on for that run's
-Services only (the reference LB scopes defects by the ``lbconform.io/run`` label): so the rows of
-the flow and pool defects run side by side, ``PARALLEL_ROWS`` at a time, and each row's test waits
-for its own run. The chaos rows kill nodes, so they run alone, after every other row has ended."""
+Each row is a run of its own, its defect switched on for that run's Services only: the rows of the
+flow and pool defects run side by side, ``PARALLEL_ROWS`` at a time, beside the mode runs of
+``test_run.py``, and each row's test waits for its own run. The chaos rows kill nodes, so they run
+alone, after every other run has ended."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from fixtures.lab import LabSession
-from lbconform.features import Feature
-from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.params import DEFECTS
-from tests.lab.runs import ConcurrentRuns, Result, lbconform_run, outcome, selected_runs
+from tests.lab.defect_rows import CHAOS_DEFECT_SUITES, DEFECT_SUITES, keyword, run_with_defect
+from tests.lab.runs import ReferenceRuns, outcome
 
 pytestmark = pytest.mark.lab
 
-IDLE_BELOW = "test_idle_and_keepalive::test_flows_idle_below_the_timeout_survive_a_change"
-IDLE_UNCHANGED = "test_idle_and_keepalive::test_flows_idle_beyond_the_timeout_survive_without_a_change"
-IDLE_RESET = "test_idle_and_keepalive::test_idled_out_flows_reset_when_asked"
-LIFECYCLE = Feature.LOAD_BALANCER_LIFECYCLE
-IN_FLIGHT = "test_graceful_termination::test_in_flight_requests_finish_during_pre_stop"
-KEEPALIVE = "test_idle_and_keepalive::test_keepalive_shorter_than_idle_survives_changes"
-UDP = "test_udp::test_udp_flow_follows_a_replaced_server"
-
-#: defect -> (the lab mode the suite runs in, the suite tests that must fail, the feature the report
-#: must list as failed).
-DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
-    "ignore-health": ("node", ("test_traffic_policy_local::test_only_nodes_with_local_endpoint_get_traffic",
-                               "test_health_checks::test_only_terminating_endpoints_fail_the_health_check"),
-                      Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
-    "slow-unhealthy": ("node", ("test_health_checks::test_unhealthy_after_last_local_endpoint_gone",
-                                "test_graceful_termination::test_rolling_update_fails_no_request[Local-daemonset]"),
-                       Feature.HEALTH_CHECK_TRANSITIONS),
-    "stale-pool": ("pod", ("test_backend_pool::test_pod_pool_follows_scale_down",), Feature.POD_BACKEND_POOL),
-    "node-ips-in-pod-pool": ("pod", ("test_backend_pool::test_pod_pool_equals_ready_pod_ips",),
-                             Feature.POD_BACKEND_POOL),
-    "snat-local": ("node", ("test_traffic_policy_local::test_client_source_ip_preserved",),
-                   Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
-    "ignore-source-ranges": ("pod", ("test_source_ranges::test_source_range_denies_unlisted_client",),
-                             Feature.SOURCE_RANGES),
-    # Local only: under Cluster, kube-proxy's ClientIP affinity on every node picked one backend by
-    # chance in one CI rehearsal (1 in 9 with three backends), hiding the LB's spreading.
-    "no-affinity": ("node", ("test_session_affinity::test_client_ip_affinity_keeps_one_backend[Local]",
-                             "test_session_affinity::test_affinity_switched_on_and_off"),
-                    Feature.SESSION_AFFINITY),
-    "sticky-affinity": ("node", ("test_session_affinity::test_affinity_switched_on_and_off",),
-                        Feature.SESSION_AFFINITY),
-    "sticky-source-ranges": ("node", ("test_source_ranges::test_cleared_source_ranges_admit_everyone",),
-                             Feature.SOURCE_RANGES),
-    "short-idle": ("node", (IDLE_BELOW, "test_idle_and_keepalive::test_idle_timeout_measured"),
-                   Feature.IDLE_TIMEOUT),
-    "no-pinning": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.IDLE_TIMEOUT),
-    "reset-on-change": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.GRACEFUL_TERMINATION),
-    "no-drain": ("node", (IN_FLIGHT,), Feature.GRACEFUL_TERMINATION),
-    "wrong-idle-reset": ("node", (IDLE_UNCHANGED, IDLE_RESET), Feature.IDLE_TIMEOUT),
-    "drop-finalizer": ("node", ("test_lifecycle::test_cleanup_finalizer_while_provisioned",), LIFECYCLE),
-    "ignore-updates": ("node", ("test_lifecycle::test_port_change",), LIFECYCLE),
-    "udp-stale": ("pod", (f"{UDP}[same-node]", f"{UDP}[another-node]"), Feature.UDP),
-    # pod mode: in node mode the VIP reaches the nodes, whose kube-proxies forget a deleted
-    # Service's address by themselves.
-    "keep-deleted-vip": ("pod", ("test_lifecycle::test_delete_deprovisions",), LIFECYCLE),
-    "move-ip-on-update": ("node", ("test_lifecycle::test_address_kept_across_changes",
-                                   "test_lifecycle::test_node_ports_turned_on_keep_the_address",
-                                   "test_service_mutation::test_type_and_port_walk[TCP]"), LIFECYCLE),
-    "ignore-class": ("node", ("test_load_balancer_class::test_service_of_a_foreign_class_gets_no_address",),
-                     Feature.LOAD_BALANCER_CLASS),
-    "drop-udp-on-mixed": ("node", ("test_mixed_protocol::test_tcp_and_udp_on_one_port",),
-                          Feature.MIXED_PROTOCOL),
-    "ignore-requested-ip": ("node", ("test_requested_address::test_requested_address_is_assigned",
-                                     "test_requested_address::test_unavailable_address_is_refused_with_an_event"),
-                            Feature.REQUESTED_ADDRESS),
-    "ignore-exclusion-label": ("node", ("test_node_exclusion::test_excluded_node_takes_no_new_flows",),
-                               Feature.NODE_EXCLUSION),
-}
-
 
 def test_every_defect_is_in_the_table() -> None:
-    assert set(DEFECT_SUITES) == set(DEFECTS)
-
-
-def keyword(test: str) -> str:
-    """A ``-k`` expression for one suite test name, ``module::name[param-ids]``."""
-    name, _, params = test.split("::")[1].partition("[")
-    return "(" + " and ".join([name, *params.rstrip("]").split("-")]) + ")" if params else name
-
-
-#: Rows whose runs go on at the same time (each a test process against the shared lab).
-PARALLEL_ROWS = 3
-
-
-def run_with_defect(defect: str, report_dir: Path, *args: str) -> Result:
-    """``lbconform run ARGS`` with ``defect`` switched on for this run's Services only."""
-    run_id = uuid.uuid4().hex[:10]
-    lb = LabLB()
-    lb.set_defects([defect], run=run_id)
-    try:
-        return lbconform_run("--run-id", run_id, *args, report_dir=report_dir)
-    finally:
-        lb.set_defects([], run=run_id)
-
-
-def run_row(defect: str, report_dir: Path) -> Result:
-    mode, tests, _ = DEFECT_SUITES[defect]
-    return run_with_defect(defect, report_dir, "--profile", "core", "--profile", "extended", "--mode", mode,
-                           "-n", "1", "--", "-k", " or ".join(keyword(t) for t in tests))
-
-
-@pytest.fixture(scope="module")
-def rows(lab_session: LabSession, request: pytest.FixtureRequest,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns[Result]]:
-    lab_session.ensure_up()
-    with selected_runs(request, tmp_path_factory, "test_suite_catches_defect", "defect", run_row,
-                       PARALLEL_ROWS) as runs:
-        yield runs
+    """Every defect has a row, in the flow and pool table or the chaos one (where only a chaos
+    test can show it)."""
+    assert set(DEFECT_SUITES) | set(CHAOS_DEFECT_SUITES) == set(DEFECTS)
 
 
 @pytest.mark.parametrize("defect", sorted(DEFECT_SUITES))
-def test_suite_catches_defect(rows: ConcurrentRuns[Result], defect: str) -> None:
+def test_suite_catches_defect(reference_runs: ReferenceRuns, defect: str) -> None:
     _, tests, feature = DEFECT_SUITES[defect]
-    result, report_dir = rows.result(defect)
+    result, report_dir = reference_runs.rows.result(defect)
     assert result.returncode == 1, outcome(result)
     doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
     failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
@@ -136,21 +39,14 @@ def test_suite_catches_defect(rows: ConcurrentRuns[Result], defect: str) -> None
     assert feature.value in failing_features
 
 
-NODE_KILL = "chaos/test_node_failure::test_killed_node_fails_requests_only_until_detected"
-#: defect -> the chaos suite tests that must fail (over their failure budget and detection window).
-CHAOS_DEFECT_SUITES: dict[str, tuple[str, ...]] = {
-    "ignore-health": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
-    "slow-unhealthy": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
-}
-
-
 @pytest.mark.parametrize("defect", sorted(CHAOS_DEFECT_SUITES))
-def test_chaos_suite_catches_defect(rows: ConcurrentRuns[Result], defect: str, tmp_path: Path) -> None:
-    rows.wait_all()  # a node kill would fail the other rows' tests
+def test_chaos_suite_catches_defect(reference_runs: ReferenceRuns, defect: str, tmp_path: Path) -> None:
+    reference_runs.wait_all()  # a node kill would fail the other runs' tests
+    tests = CHAOS_DEFECT_SUITES[defect]
     result = run_with_defect(defect, tmp_path, "--profile", "chaos", "--allow-disruptive", "--mode", "node",
-                             "-n", "1", "--", "-k", "test_killed_node")
+                             "-n", "1", "--", "-k", " or ".join(sorted({keyword(t) for t in tests})))
     assert result.returncode == 1, outcome(result)
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
-    assert failed == set(CHAOS_DEFECT_SUITES[defect]), outcome(result)
+    assert failed == set(tests), outcome(result)
     assert "over budget" in result.stdout or "deviated=True" in result.stdout, outcome(result)

@@ -38,6 +38,7 @@ EXPERIMENTS = sorted(experiments_dir().glob("*.json"))
 #: Activities that touch nodes; an experiment using any of them is disruptive.
 NODE_MODULES = ("lbconform.chaos.node.actions", "lbconform.chaos.kubeproxy.actions")
 NODE_ARGUMENTS = ("name", "node")
+LB_MODULE = "lbconform.chaos.lb.actions"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -52,6 +53,11 @@ def activities(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def node_activities(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [a for a in activities(doc) if a["provider"].get("module") in NODE_MODULES]
+
+
+def lb_activities(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Activities that restart the implementation's controller: disruptive, touching no node."""
+    return [a for a in activities(doc) if a["provider"].get("module") == LB_MODULE]
 
 
 @pytest.fixture
@@ -71,7 +77,8 @@ def closed_port() -> int:
 # --- the experiments ----------------------------------------------------------------------
 def test_the_issue_experiments_are_all_there() -> None:
     assert {p.stem for p in EXPERIMENTS} == {
-        "node-kill", "node-drain", "rolling-restart", "scale-to-zero", "kube-proxy-restart", "backend-flap"}
+        "node-kill", "node-drain", "rolling-restart", "scale-to-zero", "kube-proxy-restart", "backend-flap",
+        "lb-restart"}
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
@@ -98,7 +105,7 @@ def test_node_touching_experiment_names_its_nodes_and_is_refused_by_default(path
     doc = load(path)
     config = doc["configuration"]
     touching = node_activities(doc)
-    assert ("disruptive" in doc["tags"]) == bool(touching)
+    assert ("disruptive" in doc["tags"]) == bool(touching or lb_activities(doc))
     if not touching:
         return
     allowed = guard.allowed_nodes(config)
@@ -114,6 +121,17 @@ def test_node_touching_experiment_names_its_nodes_and_is_refused_by_default(path
     assert guard.disruption_allowed(nodes=config["node"], configuration=allowed_config)
     with pytest.raises(ActivityFailed, match="may touch only"):
         guard.disruption_allowed(nodes="some-other-node", configuration=allowed_config)
+
+
+@pytest.mark.parametrize("path", [p for p in EXPERIMENTS if lb_activities(load(p))], ids=lambda p: p.stem)
+def test_lb_restarting_experiment_is_refused_by_default(path: Path) -> None:
+    doc = load(path)
+    first = doc["steady-state-hypothesis"]["probes"][0]
+    assert (first["provider"]["func"], first["tolerance"]) == ("switch_on", True)
+    what = first["provider"]["arguments"]["what"]
+    with pytest.raises(ActivityFailed, match=f"refused to {what}: .*allow_disruptive"):
+        guard.switch_on(what, configuration=doc["configuration"])
+    assert guard.switch_on(what, configuration={**doc["configuration"], "allow_disruptive": "true"})
 
 
 def test_experiment_path_finds_by_name_and_names_the_known_ones() -> None:
@@ -363,8 +381,12 @@ def test_var_args_are_typed() -> None:
     assert var_arg("node", "kind-worker") == "node=kind-worker"
 
 
-@pytest.mark.parametrize("path", [p for p in EXPERIMENTS if node_activities(load(p))], ids=lambda p: p.stem)
-def test_chaos_run_of_a_node_experiment_is_refused_before_its_method(path: Path, tmp_path: Path) -> None:
+DISRUPTIVE = [p for p in EXPERIMENTS if node_activities(load(p)) or lb_activities(load(p))]
+
+
+@pytest.mark.parametrize("path", DISRUPTIVE, ids=lambda p: p.stem)
+def test_chaos_run_of_a_disruptive_experiment_is_refused_before_its_method(path: Path,
+                                                                           tmp_path: Path) -> None:
     # The generic provider and no kubeconfig: even a guard that let it through could touch nothing.
     run = run_experiment(path.stem, kubeconfig=tmp_path / "no-kubeconfig", timeout=120, workdir=tmp_path,
                          variables={"lbconform_provider": "generic"})

@@ -11,8 +11,8 @@ PUBLISHED = {
              "HealthCheckTransitions"],
     "extended": ["BackendPool", "PodBackendPool", "SessionAffinity", "SourceRanges", "IdleTimeout",
                  "KeepaliveSurvival", "GracefulTermination", "UDP", "LoadBalancerClass", "MixedProtocol",
-                 "NodeExclusion", "RequestedAddress"],
-    "chaos": ["NodeFailure", "NodeDrain", "RollingUpdate", "BackendChurn"],
+                 "NodeExclusion", "RequestedAddress", "ProvisioningAtScale"],
+    "chaos": ["NodeFailure", "NodeDrain", "RollingUpdate", "BackendChurn", "LoadBalancerRestart"],
 }
 
 

@@ -14,7 +14,8 @@ from chaoslib.exceptions import ActivityFailed
 
 from lbconform.chaos.context import Configuration, as_bool, as_list
 
-__all__ = ["allowed_nodes", "check_nodes", "disruption_allowed", "disruptive_allowed"]
+__all__ = ["allowed_nodes", "check_disruptive", "check_nodes", "disruption_allowed", "disruptive_allowed",
+           "switch_on"]
 
 
 def disruptive_allowed(configuration: Configuration) -> bool:
@@ -25,6 +26,13 @@ def disruptive_allowed(configuration: Configuration) -> bool:
 def allowed_nodes(configuration: Configuration) -> list[str]:
     """The nodes the experiment may touch (configuration ``allowed_nodes``)."""
     return as_list((configuration or {}).get("allowed_nodes"))
+
+
+def check_disruptive(configuration: Configuration, what: str) -> None:
+    """Raise ActivityFailed unless disruption is allowed, for an action that touches no node."""
+    if not disruptive_allowed(configuration):
+        raise ActivityFailed(f"refused to {what}: disruptive experiments need allow_disruptive "
+                             "(lbconform --allow-disruptive, or chaos run --var allow_disruptive=true)")
 
 
 def check_nodes(configuration: Configuration, nodes: Iterable[str]) -> None:
@@ -50,4 +58,11 @@ def disruption_allowed(nodes: list[str] | str, configuration: Configuration = No
     refused experiment then fails before its method, so nothing runs and nothing is touched.
     """
     check_nodes(configuration, as_list(nodes))
+    return True
+
+
+def switch_on(what: str, configuration: Configuration = None) -> bool:
+    """Probe: true when disruptive actions are allowed (``disruption_allowed`` for an experiment
+    that touches no node); fails (ActivityFailed) otherwise."""
+    check_disruptive(configuration, what)
     return True

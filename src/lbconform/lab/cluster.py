@@ -45,6 +45,8 @@ NODES_READY_SECONDS: Final = 60.0
 #: How long ``lab node start`` waits for the node to be Ready again.
 NODE_RESTART_READY_SECONDS: Final = 60.0
 LB_READY_SECONDS: Final = 30.0
+#: What the reference LB saves for the process that replaces it, in the lab's directory.
+LB_STATE_FILE: Final = "lb-state.json"
 #: The reference LB's identity; RBAC grants it what a cloud service controller has.
 LB_USER: Final = "lbconform:lab-lb"
 
@@ -305,8 +307,11 @@ class Lab:
         api = self.api()
         for obj in lb_rbac():
             api.post(obj.pop("_collection"), obj)
+        self._spawn_lb(state)
+
+    def _spawn_lb(self, state: LabState) -> None:
         argv = [sys.executable, "-m", "lbconform.lab.lb", "--kubeconfig", str(self.dir.pki / "lb.kubeconfig"),
-                "--mode", state.lb_mode]
+                "--mode", state.lb_mode, "--state-file", str(self.dir.root / LB_STATE_FILE)]
         for d in state.lb_defects:
             argv += ["--defect", d]
         lb = self._spawn(state, "lb", argv, topo.LB_NS)
@@ -447,6 +452,22 @@ class Lab:
         self._start_agent(state, node)
         self._wait_nodes_ready(state, [node], NODE_RESTART_READY_SECONDS)
         self.progress(f"{name} is Ready")
+
+    # --- the reference LB ----------------------------------------------------------------
+    def restart_lb(self) -> None:
+        """Stop the reference LB's process (SIGTERM, as a Deployment's rollout does) and start a
+        new one, which starts from the state the old one saved; returns once it has rendered its
+        rules. Its nftables rules stay in the kernel meanwhile, as a cloud LB's data plane runs on
+        while its controller restarts."""
+        state = self.dir.read()
+        if state.lb != REFERENCE_LB:
+            raise LabError(f"the lab runs {state.lb}, not the reference LB: restart it through its provider")
+        old = state.processes.get("lb")
+        if old is None or not procs.alive(old):
+            raise LabError("the reference LB is not running: see 'lbconform lab status'")
+        procs.stop([old])
+        self._spawn_lb(state)
+        self.progress("the reference LB restarted")
 
     # --- status --------------------------------------------------------------------------
     def status(self) -> LabStatus:

@@ -118,7 +118,10 @@ class AWSProvider(Provider):
     _session: Any = None
 
     def features(self) -> set[Feature]:
-        return set(Feature) - {Feature.SESSION_AFFINITY, Feature.REQUESTED_ADDRESS}
+        # LoadBalancerRestart: the NLB's control plane is AWS's; the controller in the cluster only
+        # reconciles it, and no provider hook restarts it yet.
+        return set(Feature) - {Feature.SESSION_AFFINITY, Feature.REQUESTED_ADDRESS,
+                               Feature.LOAD_BALANCER_RESTART}
 
     def declared(self) -> Declared:
         return Declared(

@@ -188,7 +188,8 @@ class AzureProvider(Provider):
     _client: Any = None
 
     def features(self) -> set[Feature]:
-        return set(Feature)
+        # LoadBalancerRestart: the cloud-controller-manager runs outside the cluster on AKS.
+        return set(Feature) - {Feature.LOAD_BALANCER_RESTART}
 
     def declared(self) -> Declared:
         return Declared(

@@ -234,6 +234,16 @@ class Provider(ABC):
         """
         raise NotSupported(f"the {self.name} provider cannot start a node (extension point: start_node)")
 
+    def restart_load_balancer(self) -> None:
+        """Restart the implementation's own controller in the cluster, as an upgrade or a crash
+        does, and return once the new one has taken over.
+
+        An extension point: where the implementation runs in the cluster, a rollout restart of its
+        controller; a cloud's load balancers have their control plane outside anyone's reach.
+        """
+        raise NotSupported(f"the {self.name} provider cannot restart the implementation's controller "
+                           "(extension point: restart_load_balancer)")
+
     def restart_kube_proxy(self, node: str) -> None:
         """Restart kube-proxy on ``node`` only, and return once it serves its health check again.
 

@@ -16,7 +16,8 @@ class GenericProvider(Provider):
     name = "generic"
 
     def features(self) -> set[Feature]:
-        return set(Feature) - {Feature.BACKEND_POOL, Feature.POD_BACKEND_POOL}
+        # LoadBalancerRestart: an unknown implementation's controller cannot be restarted.
+        return set(Feature) - {Feature.BACKEND_POOL, Feature.POD_BACKEND_POOL, Feature.LOAD_BALANCER_RESTART}
 
     def declared(self) -> Declared:
         return Declared(health_check_interval=5.0, healthy_threshold=2, unhealthy_threshold=2,

@@ -96,7 +96,8 @@ class GKEProvider(Provider):
     }
 
     def features(self) -> set[Feature]:
-        return set(Feature) - {Feature.POD_BACKEND_POOL}
+        # LoadBalancerRestart: GKE's service controller runs in the managed control plane.
+        return set(Feature) - {Feature.POD_BACKEND_POOL, Feature.LOAD_BALANCER_RESTART}
 
     def declared(self) -> Declared:
         return self.declared_for("Local")

@@ -122,8 +122,10 @@ class KindProvider(Provider):
 
     def features(self) -> set[Feature]:
         # Envoy sends to nodeIP:NodePort; there is no pod-IP backend mode. Its address is the
-        # container's, from the container network: not one a Service can ask for.
-        return set(Feature) - {Feature.POD_BACKEND_POOL, Feature.REQUESTED_ADDRESS}
+        # container's, from the container network: not one a Service can ask for. cloud-provider-kind
+        # runs on the host, outside the cluster: nothing here restarts it (LoadBalancerRestart).
+        return set(Feature) - {Feature.POD_BACKEND_POOL, Feature.REQUESTED_ADDRESS,
+                               Feature.LOAD_BALANCER_RESTART}
 
     def declared(self) -> Declared:
         return Declared(

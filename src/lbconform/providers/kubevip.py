@@ -76,7 +76,8 @@ class KubeVipProvider(Announcer):
         "lease-prefix": "the per-Service Lease's name before the Service's (default kubevip-)"}
 
     def features(self) -> set[Feature]:
-        return super().features() - {Feature.NODE_EXCLUSION}
+        # LoadBalancerRestart: no hook restarts kube-vip's cloud provider and DaemonSet yet.
+        return super().features() - {Feature.NODE_EXCLUSION, Feature.LOAD_BALANCER_RESTART}
 
     def declared(self) -> Declared:
         return self.declared_for("Local")

@@ -159,6 +159,12 @@ class LabProvider(LabNodes, Provider):
         return Timeouts(lb_create=10, lb_propagation=30, lb_delete=30, endpoint_lag=15,
                         health_transition=10, rollout=90, namespace_delete=120, request=3)
 
+    def restart_load_balancer(self) -> None:
+        """The reference LB's process replaced by a new one (``Lab.restart_lb``)."""
+        from lbconform.lab.cluster import Lab
+
+        Lab().restart_lb()
+
     def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
         state = self.client.service(service.namespace, service.name)
         if state is None:

@@ -23,6 +23,8 @@ Features it does not claim, and why:
   TCP timeout to 24 h); MetalLB adds none.
 - ``PodBackendPool``: traffic always lands on a node.
 
+``LoadBalancerRestart`` restarts the controller only (see ``restart_load_balancer``).
+
 Options (``--provider-option NAME=VALUE``): ``namespace``, the speakers' namespace where the
 status objects live (env ``METALLB_NAMESPACE``, default ``metallb-system``);
 ``requestable-addresses``, comma-separated addresses of an IPAddressPool with ``autoAssign:
@@ -36,7 +38,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from lbconform.config import Timeouts
+from lbconform.kube.manifests import Applier
 from lbconform.kube.rawapi import ApiError
+from lbconform.kube.workload import Workload
 from lbconform.lab import topology as topo
 from lbconform.providers.base import Declared, NotSupported, PoolMember, ServiceRef
 from lbconform.providers.lab import Announcer, on_lab
@@ -99,6 +103,16 @@ class MetalLBProvider(Announcer):
 
     def address_request(self, address: str) -> dict[str, str]:
         return {REQUEST_ANNOTATION: address}
+
+    def restart_load_balancer(self) -> None:
+        """A rollout restart of MetalLB's controller, the Deployment that assigns the addresses, as
+        its upgrade does. The speakers are per-node agents, as kube-proxy is: a speaker restarting
+        on the announcing node is that node's failover, which ``NodeFailure`` measures."""
+        api = require_api(self.api, self.name, "the controller Deployment")
+        namespace = self.option("namespace", "METALLB_NAMESPACE", default="metallb-system")
+        controller = Workload(Applier(api, namespace), "Deployment", "controller",
+                              selector="app=metallb,component=controller")
+        controller.roll(self.timeouts().rollout)
 
     def timeouts(self) -> Timeouts:
         # Assignment and announcement take seconds; L2 failover waits for memberlist (~10 s).

@@ -133,7 +133,12 @@ class Client:
 
     def udp_exchange(self, host: str, port: int, message: str, source_port: int = 0,
                      timeout: float | None = None) -> str:
-        """Send one datagram (from a fixed source port when given) and return the answer."""
+        """Send one datagram (from a fixed source port when given) and return the answer.
+
+        The socket is connected to ``host:port``: runs side by side may use one fixed source port
+        from one client at the same time (SO_REUSEADDR lets each bind it), and the kernel gives an
+        answer to the socket connected to its sender, where an unconnected one could get another
+        run's answers and this one none."""
 
         def call() -> str:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -141,8 +146,9 @@ class Client:
                 if source_port:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     sock.bind(("", source_port))
-                sock.sendto(message.encode(), (host, port))
-                data, _ = sock.recvfrom(65536)
+                sock.connect((host, port))
+                sock.send(message.encode())
+                data = sock.recv(65536)
                 return data.decode(errors="replace").strip()
 
         return self.run(call)

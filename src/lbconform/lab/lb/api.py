@@ -4,7 +4,7 @@
 with the time each backend last changed state, parameters, counters); ``GET /defects`` and
 ``PUT /defects`` (``{"defects": [...]}``, lab-wide, or ``{"defects": [...], "run": ID}`` for the
 Services of one harness run) read and switch the defects at runtime;
-``GET /healthz``. JSON in and out, inside the LB's namespace only.
+``GET /healthz`` (200 once the first reconcile pass is done). JSON in and out, inside the LB's namespace only.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> ht
         def do_GET(self) -> None:
             parts = [p for p in self.path.split("?")[0].split("/") if p]
             state = controller.state()
-            if parts == ["healthz"]:
-                self._send(200, {"ok": True})
+            if parts == ["healthz"]:  # ready once the first pass has rendered the rules
+                ready = controller.ready.is_set()
+                self._send(200 if ready else 503, {"ok": ready})
             elif parts == ["defects"]:
                 self._send(200, {"defects": state["defects"], "runDefects": state["runDefects"],
                                  "known": {d.name: {"does": d.does, "correct": d.correct}

@@ -12,11 +12,14 @@ one lab at the same time.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
+import os
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lbconform.kube.informer import Informer
@@ -29,6 +32,7 @@ from lbconform.lab.lb.health import Checker, Health
 from lbconform.lab.lb.params import (
     DEFECTS,
     LB_CLASS,
+    SERIAL_PROVISIONING_SECONDS,
     SLOW_UNHEALTHY_SECONDS,
     Params,
     parse,
@@ -37,10 +41,12 @@ from lbconform.lab.lb.params import (
 log = logging.getLogger(__name__)
 
 #: A reconcile pass runs at most every MIN_PASS_SECONDS, and at least every MAX_PASS_SECONDS
-#: without events: time-based decisions (pool batching, the slow-unhealthy defect) are taken
-#: on those passes, so they are late by at most MAX_PASS_SECONDS.
+#: without events: time-based decisions (pool batching, the slow-unhealthy and serial-provisioning
+#: defects) are taken on those passes, so they are late by at most MAX_PASS_SECONDS.
 MIN_PASS_SECONDS = 0.05
 MAX_PASS_SECONDS = 0.5
+#: A pass longer than this is logged: every Service waits for it.
+SLOW_PASS_SECONDS = 1.0
 
 
 @dataclass
@@ -93,7 +99,12 @@ def run_of(svc: Json) -> str:
 
 
 class Controller:
-    def __init__(self, api: RawApi, default_mode: str, defects: set[str]) -> None:
+    """The reference LB's control loop. With a ``state_file`` it saves what a restarted process
+    needs and cannot read back from the cluster (its defects, the healthy backends, where the next
+    address search starts) and starts from it: a restart changes no address and fails no flow."""
+
+    def __init__(self, api: RawApi, default_mode: str, defects: set[str],
+                 state_file: Path | None = None) -> None:
         unknown = set(defects) - set(DEFECTS)
         if unknown:
             raise ValueError(
@@ -104,6 +115,8 @@ class Controller:
         #: Defects of one harness run: run id -> defects.
         self.run_defects: dict[str, frozenset[str]] = {}
         self.dirty = threading.Event()
+        #: Set once the first reconcile pass has rendered the rules.
+        self.ready = threading.Event()
         self.lock = threading.RLock()
         self.services: dict[str, ServiceState] = {}
         #: Deleted Services whose rules the keep-deleted-vip defect keeps, by key.
@@ -113,6 +126,14 @@ class Controller:
         self.routed_nodes: dict[int, str] = {}
         #: Where the next VIP search starts (an index into VIP_CIDR's hosts).
         self.next_vip = 0
+        #: When the serial-provisioning defect last let a new Service of a run through: run -> time.
+        self.serial_last: dict[str | None, float] = {}
+        self.state_file = state_file
+        self.saved: Json = {}
+        #: The healthy backends the process before this one saved, by Service key: (uid, backend
+        #: keys). Their first checkers start healthy; each entry is used by one pass and dropped.
+        self.warm: dict[str, tuple[str, set[str]]] = {}
+        self._load()
         self.svc_informer = Informer(api, "/api/v1/services", self._changed)
         self.slice_informer = Informer(api, "/apis/discovery.k8s.io/v1/endpointslices", self._changed)
         self.node_informer = Informer(api, "/api/v1/nodes", self._changed)
@@ -133,6 +154,7 @@ class Controller:
                 self.run_defects[run] = frozenset(defects)
             else:
                 self.run_defects.pop(run, None)
+            self._save()
         self.dirty.set()
 
     def defects_for(self, svc: Json) -> frozenset[str]:
@@ -149,10 +171,14 @@ class Controller:
         while True:
             self.dirty.wait(MAX_PASS_SECONDS)
             self.dirty.clear()
+            started = time.monotonic()
             try:
                 self.reconcile()
             except Exception:
                 log.exception("reconcile failed")
+            took = time.monotonic() - started
+            if took > SLOW_PASS_SECONDS:
+                log.warning("a reconcile pass took %.2f s (%d Services)", took, len(self.services))
             time.sleep(MIN_PASS_SECONDS)
 
     # --- one pass --------------------------------------------------------------------------
@@ -184,15 +210,55 @@ class Controller:
             if ruleset != self.ruleset:
                 nft.apply(ruleset)
                 self.ruleset = ruleset
+            self.warm.clear()
+            self._save()
+            self.ready.set()
+
+    # --- across restarts -------------------------------------------------------------------
+    def _saved_state(self) -> Json:
+        return {"defects": sorted(self.defects),
+                "runDefects": {run: sorted(d) for run, d in sorted(self.run_defects.items())},
+                "nextVip": self.next_vip,
+                "healthy": {k: {"uid": s.uid, "backends": sorted(s.healthy)}
+                            for k, s in sorted(self.services.items())}}
+
+    def _save(self) -> None:
+        """Write the saved state when it changed, whole (a temporary file renamed)."""
+        if self.state_file is None:
+            return
+        doc = self._saved_state()
+        if doc != self.saved:
+            tmp = self.state_file.with_name(self.state_file.name + ".tmp")
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.state_file)
+            self.saved = doc
+
+    def _load(self) -> None:
+        """Start from the state the process before this one saved, if any: its defects replace
+        those of the command line, which were the lab's at boot."""
+        if self.state_file is None or not self.state_file.exists():
+            return
+        doc = json.loads(self.state_file.read_text())
+        self.defects = frozenset(doc["defects"]) & frozenset(DEFECTS)
+        self.run_defects = {run: frozenset(d) & frozenset(DEFECTS) for run, d in doc["runDefects"].items()}
+        self.next_vip = int(doc["nextVip"])
+        self.warm = {k: (v["uid"], set(v["backends"])) for k, v in doc["healthy"].items()}
+        self.saved = doc
+        log.info("restarted: %d Services' healthy backends, defects %s, run defects %s", len(self.warm),
+                 sorted(self.defects), {r: sorted(d) for r, d in self.run_defects.items()})
 
     def _route_nodes(self, nodes: list[plan.NodeInfo]) -> None:
-        """Policy routing for passthrough: fwmark of node K -> table K -> VIPs via node K."""
+        """Policy routing for passthrough: fwmark of node K -> table K -> VIPs via node K. A rule a
+        process before this one added stays: taken away for a moment, it would drop the packets
+        of every flow to that node."""
         for n in nodes:
             if self.routed_nodes.get(n.index) == n.ip:
                 continue
             mark = plan.MARK_BASE + n.index
-            subprocess.run(["ip", "rule", "del", "fwmark", hex(mark)], capture_output=True, check=False)
-            subprocess.run(["ip", "rule", "add", "fwmark", hex(mark), "lookup", str(mark)], check=True)
+            rule = ["fwmark", hex(mark), "lookup", str(mark)]
+            there = subprocess.run(["ip", "rule", "show", *rule], capture_output=True, text=True, check=False)
+            if not there.stdout.strip():
+                subprocess.run(["ip", "rule", "add", *rule], check=True)
             subprocess.run(["ip", "route", "replace", topo.VIP_CIDR, "via", n.ip, "table", str(mark)],
                            check=True)
             self.routed_nodes[n.index] = n.ip
@@ -227,12 +293,23 @@ class Controller:
         self._event(svc, "Warning", "NoVIPLeft", f"no free address in {topo.VIP_CIDR}")
         return None
 
+    def _serial_turn(self, run: str | None) -> bool:
+        """Whether the serial-provisioning defect lets a new Service of ``run`` be provisioned now
+        (one per ``SERIAL_PROVISIONING_SECONDS``); the others wait for a later pass."""
+        now = time.monotonic()
+        if now - self.serial_last.get(run, 0.0) < SERIAL_PROVISIONING_SECONDS:
+            return False
+        self.serial_last[run] = now
+        return True
+
     def _ensure(self, svc: Json, slices: list[Json], nodes: list[plan.NodeInfo]) -> plan.ServicePlan | None:
         key = Informer.key(svc)
         st = self.services.get(key)
         if st is None or st.uid != svc["metadata"]["uid"]:
             if st is not None:
                 self._forget(key)
+            if "serial-provisioning" in self.defects_for(svc) and not self._serial_turn(run_of(svc)):
+                return None
             if not self._add_finalizer(svc, self.defects_for(svc)):
                 return None
             vip = self._allocate_vip(svc)
@@ -332,7 +409,9 @@ class Controller:
                 st.checkers.pop(k).stop()
         for k, b in st.pool.items():
             if b.health is not None and k not in st.checkers:
-                c = Checker(f"{st.key}/{k}", b.health, st.params, self.dirty.set)
+                uid, warm = self.warm.get(st.key, ("", set()))
+                healthy = uid == st.uid and k in warm and "cold-restart" not in st.defects
+                c = Checker(f"{st.key}/{k}", b.health, st.params, self.dirty.set, healthy=healthy)
                 st.checkers[k] = c
                 c.start()
 

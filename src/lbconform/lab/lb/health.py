@@ -48,12 +48,14 @@ def check_once(target: HealthTarget, timeout: float) -> tuple[bool, str]:
 class Checker(threading.Thread):
     """Checks one backend until stopped; calls ``changed`` when it flips."""
 
-    def __init__(self, name: str, target: HealthTarget, params: Params, changed: Callable[[], None]) -> None:
+    def __init__(self, name: str, target: HealthTarget, params: Params, changed: Callable[[], None],
+                 healthy: bool = False) -> None:
+        """``healthy``: the backend starts healthy (an LB restarted finds it so), else unhealthy."""
         super().__init__(name=f"hc-{name}", daemon=True)
         self.target = target
         self.params = params
         self.changed = changed
-        self.state = Health()
+        self.state = Health(healthy=healthy)
         self.stopped = threading.Event()
         self._run_len = 0
         self._run_ok = False

@@ -102,10 +102,20 @@ DEFECTS: Final = {d.name: d for d in (
     Defect("ignore-exclusion-label",
            "keeps nodes labelled node.kubernetes.io/exclude-from-external-load-balancers in its pools",
            "a node with that label leaves every pool, and comes back once the label is gone"),
+    Defect("serial-provisioning",
+           "provisions new Services one at a time, a second each, as a controller that waits on every "
+           "cloud call does",
+           "Services created together are provisioned together, each as fast as one alone"),
+    Defect("cold-restart",
+           "after a restart, takes every backend for unhealthy until it passes `healthy-threshold` checks "
+           "again, so new flows fail meanwhile",
+           "a restarted LB starts from the health it last saw: no flow fails while it restarts"),
 )}
 
 SHORT_IDLE_SECONDS: Final = 5
 SLOW_UNHEALTHY_SECONDS: Final = 60.0
+#: The serial-provisioning defect's pace: one new Service of a run per this many seconds.
+SERIAL_PROVISIONING_SECONDS: Final = 1.0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Load-balancer chaos: restart the implementation's own controller, through the provider."""

@@ -1,0 +1,59 @@
+"""The load balancer's own controller restarting under load, as an upgrade or a crash restarts it:
+its data plane runs on meanwhile, and the new controller takes over from what the old one left. No
+new connection fails, no established one is reset, and the Service keeps its address."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.chaos import RunExperiment
+from fixtures.harness import MakeBackends, MakeFleet, MakeService, Measure
+from lbconform.features import Feature
+from lbconform.kube import tweaks
+from lbconform.target import Target
+
+#: Restarting the controller changes what every test of the cluster sees: the test has it alone.
+pytestmark = [pytest.mark.features(Feature.LOAD_BALANCER_RESTART), pytest.mark.disruptive,
+              pytest.mark.exclusive, pytest.mark.xdist_group("chaos")]
+
+#: New connections per second through the experiment, and the seconds of traffic before the restart.
+RATE = 20
+WARMUP_SECONDS = 5
+#: Traffic in all: the restart and the new controller's first checks of the backends fall within it.
+TRAFFIC_SECONDS = 25
+#: Connections opened before the restart, each sending one more request after it.
+ESTABLISHED = 20
+ZERO = [0, 0]
+#: A request slower than this fails: a connection whose SYN the LB dropped is sent again after
+#: 1 s, so the recorder's usual 3 s would hide an outage of up to 2 s (what a controller that
+#: forgot its backends' health costs until its first checks pass again).
+REQUEST_TIMEOUT = 1.0
+#: How long the address is watched after the restart: a controller that gives the Service a new
+#: address does so when it first handles it.
+ADDRESS_WATCH_SECONDS = 3.0
+
+
+def test_controller_restart_under_load_fails_no_request(
+        make_backends: MakeBackends, make_service: MakeService, make_fleet: MakeFleet,
+        experiment: RunExperiment, target: Target, measure: Measure) -> None:
+    """The implementation's controller restarted while traffic flows fails no new connection (none
+    takes over a second), resets none of the connections established before it, and leaves the
+    Service its address.
+    externalTrafficPolicy Local, with backends on every node but one: a restarted controller that
+    forgot which nodes pass their checks fails new connections whether it sends them nowhere or
+    everywhere."""
+    spared = sorted(target.node_addresses())[-1]
+    backends = make_backends(tweaks.avoid_node(spared), replicas=2)
+    lb = make_service(tweaks.traffic_policy_local)
+    lb.wait_for_serving(backends)
+    vip = lb.vip
+    fleet = make_fleet(lb, ESTABLISHED)
+    run = experiment("lb-restart", namespace=lb.namespace, service=lb.name, allow_disruptive=True,
+                     traffic_rate=RATE, warmup_seconds=WARMUP_SECONDS, traffic_seconds=TRAFFIC_SECONDS,
+                     traffic_request_timeout=REQUEST_TIMEOUT, failure_tolerance=ZERO, reset_tolerance=ZERO)
+    measure("lb_restart_failed_requests", float(run.traffic["failed"]), "requests")
+    assert run.run.completed, run.describe()
+    after = fleet.request()
+    assert after == {"alive": ESTABLISHED}, f"connections established before the restart, after it: {after}"
+    address = lb.jig.ingress_over(ADDRESS_WATCH_SECONDS, expect=vip)
+    assert address == vip, f"the address {vip} became {address} after the restart"

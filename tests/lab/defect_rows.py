@@ -1,0 +1,115 @@
+"""The defect rows: which suite tests each defect of the reference LB must fail, in which lab mode,
+and which feature the report must then list as failed; and how a row's run starts.
+
+A row is an ``lbconform run`` of its own, with its own run id, and its defect is switched on for
+that run's Services only (the reference LB scopes defects by the ``lbconform.io/run`` label), so
+rows go on side by side, and beside the mode runs of ``test_run.py`` (``tests/lab/conftest.py``).
+``test_suites_catch_defects.py`` checks each row's report; ``test_every_defect_is_in_the_table``
+keeps the table complete."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from lbconform.features import Feature
+from lbconform.lab.lb.client import LabLB
+from tests.lab.runs import Result, lbconform_run
+
+IDLE_BELOW = "test_idle_and_keepalive::test_flows_idle_below_the_timeout_survive_a_change"
+IDLE_UNCHANGED = "test_idle_and_keepalive::test_flows_idle_beyond_the_timeout_survive_without_a_change"
+IDLE_RESET = "test_idle_and_keepalive::test_idled_out_flows_reset_when_asked"
+LIFECYCLE = Feature.LOAD_BALANCER_LIFECYCLE
+IN_FLIGHT = "test_graceful_termination::test_in_flight_requests_finish_during_pre_stop"
+KEEPALIVE = "test_idle_and_keepalive::test_keepalive_shorter_than_idle_survives_changes"
+UDP = "test_udp::test_udp_flow_follows_a_replaced_server"
+
+#: defect -> (the lab mode the suite runs in, the suite tests that must fail, the feature the report
+#: must list as failed).
+DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
+    "ignore-health": ("node", ("test_traffic_policy_local::test_only_nodes_with_local_endpoint_get_traffic",
+                               "test_health_checks::test_only_terminating_endpoints_fail_the_health_check"),
+                      Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
+    "slow-unhealthy": ("node", ("test_health_checks::test_unhealthy_after_last_local_endpoint_gone",
+                                "test_graceful_termination::test_rolling_update_fails_no_request[Local-daemonset]"),
+                       Feature.HEALTH_CHECK_TRANSITIONS),
+    "stale-pool": ("pod", ("test_backend_pool::test_pod_pool_follows_scale_down",), Feature.POD_BACKEND_POOL),
+    "node-ips-in-pod-pool": ("pod", ("test_backend_pool::test_pod_pool_equals_ready_pod_ips",),
+                             Feature.POD_BACKEND_POOL),
+    "snat-local": ("node", ("test_traffic_policy_local::test_client_source_ip_preserved",),
+                   Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
+    "ignore-source-ranges": ("pod", ("test_source_ranges::test_source_range_denies_unlisted_client",),
+                             Feature.SOURCE_RANGES),
+    # Local only: under Cluster, kube-proxy's ClientIP affinity on every node picked one backend by
+    # chance in one CI rehearsal (1 in 9 with three backends), hiding the LB's spreading.
+    "no-affinity": ("node", ("test_session_affinity::test_client_ip_affinity_keeps_one_backend[Local]",
+                             "test_session_affinity::test_affinity_switched_on_and_off"),
+                    Feature.SESSION_AFFINITY),
+    "sticky-affinity": ("node", ("test_session_affinity::test_affinity_switched_on_and_off",),
+                        Feature.SESSION_AFFINITY),
+    "sticky-source-ranges": ("node", ("test_source_ranges::test_cleared_source_ranges_admit_everyone",),
+                             Feature.SOURCE_RANGES),
+    "short-idle": ("node", (IDLE_BELOW, "test_idle_and_keepalive::test_idle_timeout_measured"),
+                   Feature.IDLE_TIMEOUT),
+    "no-pinning": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.IDLE_TIMEOUT),
+    "reset-on-change": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.GRACEFUL_TERMINATION),
+    "no-drain": ("node", (IN_FLIGHT,), Feature.GRACEFUL_TERMINATION),
+    "wrong-idle-reset": ("node", (IDLE_UNCHANGED, IDLE_RESET), Feature.IDLE_TIMEOUT),
+    "drop-finalizer": ("node", ("test_lifecycle::test_cleanup_finalizer_while_provisioned",), LIFECYCLE),
+    "ignore-updates": ("node", ("test_lifecycle::test_port_change",), LIFECYCLE),
+    "udp-stale": ("pod", (f"{UDP}[same-node]", f"{UDP}[another-node]"), Feature.UDP),
+    # pod mode: in node mode the VIP reaches the nodes, whose kube-proxies forget a deleted
+    # Service's address by themselves.
+    "keep-deleted-vip": ("pod", ("test_lifecycle::test_delete_deprovisions",), LIFECYCLE),
+    "move-ip-on-update": ("node", ("test_lifecycle::test_address_kept_across_changes",
+                                   "test_lifecycle::test_node_ports_turned_on_keep_the_address",
+                                   "test_service_mutation::test_type_and_port_walk[TCP]"), LIFECYCLE),
+    "ignore-class": ("node", ("test_load_balancer_class::test_service_of_a_foreign_class_gets_no_address",),
+                     Feature.LOAD_BALANCER_CLASS),
+    "drop-udp-on-mixed": ("node", ("test_mixed_protocol::test_tcp_and_udp_on_one_port",),
+                          Feature.MIXED_PROTOCOL),
+    "ignore-requested-ip": ("node", ("test_requested_address::test_requested_address_is_assigned",
+                                     "test_requested_address::test_unavailable_address_is_refused_with_an_event"),
+                            Feature.REQUESTED_ADDRESS),
+    "ignore-exclusion-label": ("node", ("test_node_exclusion::test_excluded_node_takes_no_new_flows",),
+                               Feature.NODE_EXCLUSION),
+    "serial-provisioning": ("node", ("test_provisioning_at_scale::"
+                                     "test_services_created_at_once_each_get_an_address_and_serve",),
+                            Feature.PROVISIONING_AT_SCALE),
+}
+
+NODE_KILL = "chaos/test_node_failure::test_killed_node_fails_requests_only_until_detected"
+#: defect -> the chaos suite tests that must fail (over their failure budget, detection window or
+#: zero failures).
+CHAOS_DEFECT_SUITES: dict[str, tuple[str, ...]] = {
+    "ignore-health": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
+    "slow-unhealthy": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
+    "cold-restart": ("chaos/test_lb_restart::test_controller_restart_under_load_fails_no_request",),
+}
+
+
+def keyword(test: str) -> str:
+    """A ``-k`` expression for one suite test name, ``module::name[param-ids]``."""
+    name, _, params = test.split("::")[1].partition("[")
+    return "(" + " and ".join([name, *params.rstrip("]").split("-")]) + ")" if params else name
+
+
+#: Rows whose runs go on at the same time (each a test process against the shared lab).
+PARALLEL_ROWS = 3
+
+
+def run_with_defect(defect: str, report_dir: Path, *args: str) -> Result:
+    """``lbconform run ARGS`` with ``defect`` switched on for this run's Services only."""
+    run_id = uuid.uuid4().hex[:10]
+    lb = LabLB()
+    lb.set_defects([defect], run=run_id)
+    try:
+        return lbconform_run("--run-id", run_id, *args, report_dir=report_dir)
+    finally:
+        lb.set_defects([], run=run_id)
+
+
+def run_row(defect: str, report_dir: Path) -> Result:
+    mode, tests, _ = DEFECT_SUITES[defect]
+    return run_with_defect(defect, report_dir, "--profile", "core", "--profile", "extended", "--mode", mode,
+                           "-n", "1", "--", "-k", " or ".join(keyword(t) for t in tests))
