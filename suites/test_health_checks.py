@@ -100,7 +100,7 @@ def test_only_terminating_endpoints_fail_the_health_check(make_backends: MakeBac
     assert VICTIM not in answers and set(answers) <= backends.names(), answers
 
 
-@pytest.mark.exclusive
+@pytest.mark.exclusive(from_first_change=True)
 @pytest.mark.features(HC, CLUSTER)
 def test_node_to_be_deleted_leaves_cluster_policy_pool(make_backends: MakeBackends, make_service: MakeService,
                                                        mark_node: NodeMarker, provider: Provider,
@@ -113,9 +113,8 @@ def test_node_to_be_deleted_leaves_cluster_policy_pool(make_backends: MakeBacken
     lb.must_be_node_pool()
     lb.wait_for_healthy(lb.node_ips())
     node = sorted(lb.target.node_addresses())[0]
-    tainted_at = time.monotonic()
-    mark_node(node, {"key": "ToBeDeletedByClusterAutoscaler", "value": str(int(time.time())),
-                     "effect": "PreferNoSchedule"})
+    tainted_at = mark_node(node, {"key": "ToBeDeletedByClusterAutoscaler", "value": str(int(time.time())),
+                                  "effect": "PreferNoSchedule"})
     unhealthy_at = lb.wait_for_healthy(lb.node_ips() - lb.node_ips({node}))
     measure("time_to_unhealthy_node_deleted", unhealthy_at - tainted_at, "s",
             declared=declared.time_to_unhealthy)

@@ -14,7 +14,7 @@ from lbconform.target import EXCLUDE_LABEL, Target
 from lbconform.traffic import checks
 from lbconform.traffic.client import Client
 
-pytestmark = [pytest.mark.features(Feature.NODE_EXCLUSION), pytest.mark.exclusive]
+pytestmark = [pytest.mark.features(Feature.NODE_EXCLUSION), pytest.mark.exclusive(from_first_change=True)]
 
 #: New connections that must all avoid the excluded node's backend once its exclusion took effect.
 CONNECTIONS = 30

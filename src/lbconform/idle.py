@@ -11,9 +11,10 @@ or 5 % of a timeout minutes long, as on clouds); only a timeout outside that bra
 for, by bisection, so that the report says what it is. A change takes what the implementation
 takes (pod start, readiness, its health checks): one that outlasts the idle time asked for
 stretches the idle time, and the probe measures what it was. The probes together must fit in the
-named timeout ``idle_probe``. Every backend's server-side TCP keepalive bounds what can be
-observed: a backend that probes an idle connection every K seconds keeps the LB's entry fresh, so
-an idle timeout longer than K never shows (agnhost, like every Go server, probes after 15 s).
+named timeout ``idle_probe``. The backends must send nothing on an idle connection: one that
+probes it every K seconds (TCP keepalive) keeps the LB's entry fresh, so an idle timeout longer
+than K never shows (agnhost, like every Go server, probes after 15 s). The idle suites' backends
+are the quiet server (``lbconform.kube.workload.QUIET_KIND``), so any declared timeout shows.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lbconform.kube.manifests import Tweak
 from lbconform.kube.workload import Workload
 from lbconform.lb import LoadBalancer
 from lbconform.traffic.capture import Ends, ResetCapture, capture_available, reset_times
@@ -34,15 +36,12 @@ log = logging.getLogger(__name__)
 MakeFleet = Callable[..., Fleet]
 #: Bisection stops when the timeout is known to within this.
 RESOLUTION_SECONDS = 2.0
-#: Declared timeouts up to this are searched for when they are outside the bracket; longer ones
-#: are only bracketed (below, then above).
-BISECT_UP_TO_SECONDS = 60.0
-#: A bracket's distance from the declared value, as a fraction of it (at least the resolution).
+#: Declared timeouts below this are searched for when they are outside the bracket; longer ones
+#: (clouds' minutes) are only bracketed, below and then above: a bisection would idle for hours.
+BISECT_BELOW_SECONDS = 60.0
+#: A bracket's distance from the declared value, as a fraction of it (at least half the
+#: resolution): 57 s and 63 s for 60 s, 228 s and 252 s for Azure's 4 minutes.
 BRACKET_FRACTION = 0.05
-#: The idle time after which the backends' own TCP stack probes an idle connection: Go's
-#: net/http server (agnhost netexec) enables keepalive with a 15 s idle on every accepted
-#: connection, and nothing in agnhost turns it off.
-BACKEND_SERVER_KEEPALIVE_SECONDS = 15.0
 
 
 class ChangeTooSlow(Exception):
@@ -176,8 +175,11 @@ class CannotObserve(Exception):
 class IdlePlan:
     """How a declared timeout is checked: idle at ``low`` (every flow must live) and at ``high``
     (one must be reset), the bracket around it. When the timeout is not inside it, ``search``
-    says whether it is then bisected between ``floor`` and ``ceiling``, to measure what it is."""
+    says whether it is then bisected between ``floor`` and ``ceiling``, to measure what it is.
+    The idle suites' other checks idle at the same two bounds: ``low`` for "below the timeout"
+    (a slow change may stretch it up to ``low_at_most``), ``high`` for "beyond it"."""
 
+    declared: float
     low: float
     high: float
     search: bool
@@ -185,38 +187,52 @@ class IdlePlan:
     ceiling: float
 
     @property
+    def low_at_most(self) -> float:
+        """The longest a "below the timeout" idle period may be stretched by slow changes: the
+        resolution short of the declared value (the LB's timer and this machine's clock are not
+        exact to the millisecond), never less than ``low``."""
+        return max(self.low, self.declared - RESOLUTION_SECONDS)
+
+    @property
     def least_idle_seconds(self) -> float:
         """Idle time the plan spends at the least (the two bounds), before any change."""
         return self.low + self.high
 
 
-def plan_idle_check(declared: float, budget: float,
-                    server_keepalive: float = BACKEND_SERVER_KEEPALIVE_SECONDS) -> IdlePlan:
-    """The check of ``declared``: the bracket is within the resolution of it (or 5 % of it for a
-    timeout minutes long); a timeout of at most BISECT_UP_TO_SECONDS outside it is then searched
-    between half of it and one and a half times it (kept below the backends' keepalive).
-    ``CannotObserve`` when the backends' own keepalive would refresh the LB's entry before it
-    could expire, or the bracket alone exceeds ``budget`` (the ``idle_probe`` timeout)."""
+@dataclass(frozen=True)
+class IdleService:
+    """What the idle suites' Services get: the plan for their idle timeout, the tweak that gives
+    it to them (none where it is the implementation's fixed one), and whether they ask for it."""
+
+    plan: IdlePlan
+    tweak: Tweak
+    asked: bool
+
+    @property
+    def seconds(self) -> float:
+        return self.plan.declared
+
+
+def plan_idle_check(declared: float, budget: float) -> IdlePlan:
+    """The check of ``declared``: the bracket is within half the resolution of it, or 5 % of it
+    for a timeout of a minute or more (57 s and 63 s for 60 s); a timeout below
+    BISECT_BELOW_SECONDS outside it is then searched between half of it and one and a half times
+    it. ``CannotObserve`` when the bracket alone exceeds ``budget`` (the ``idle_probe`` timeout)."""
     margin = max(RESOLUTION_SECONDS / 2, declared * BRACKET_FRACTION)
-    plan = IdlePlan(declared - margin, declared + margin, declared <= BISECT_UP_TO_SECONDS,
-                    declared / 2, max(declared + margin, min(declared * 3 / 2, server_keepalive - margin)))
-    if declared >= server_keepalive:
-        raise CannotObserve(
-            f"a declared idle timeout of {declared:g}s cannot expire: the backends' server-side TCP "
-            f"keepalive probes every connection idle {server_keepalive:g}s and keeps the LB's entry fresh")
+    plan = IdlePlan(declared, declared - margin, declared + margin, declared < BISECT_BELOW_SECONDS,
+                    declared / 2, max(declared + margin, declared * 3 / 2))
     if plan.least_idle_seconds > budget:
         raise CannotObserve(f"checking a declared idle timeout of {declared:g}s idles at least "
                             f"{plan.least_idle_seconds:g}s: raise --timeout idle_probe above that")
     return plan
 
 
-def measure_idle_timeout(probe: IdleProbe, declared: float, budget: float,
-                         server_keepalive: float = BACKEND_SERVER_KEEPALIVE_SECONDS) -> tuple[float, float]:
+def measure_idle_timeout(probe: IdleProbe, declared: float, budget: float) -> tuple[float, float]:
     """The idle timeout as (longest idle that kept every flow, shortest that reset one), by the
     plan for ``declared`` (see ``plan_idle_check``). The bounds are the idle times the probes
     actually took (a slow change stretches one). The bracket's low probe must end before the
     declared value, so that a reset there still says the flows were forgotten too early."""
-    plan = plan_idle_check(declared, budget, server_keepalive)
+    plan = plan_idle_check(declared, budget)
     if not _all_alive(probe, plan.low, within=declared):
         below = probe.idled
         if not plan.search:

@@ -44,6 +44,9 @@ SUITES_DIR = "suites"
 #: Callables a test's fixtures register; on failure each one's result is attached.
 DIAGNOSTICS = pytest.StashKey[list[tuple[str, Callable[[], Any]]]]()
 _RUN_ID = pytest.StashKey[str]()
+#: A suite test's hold on the cluster's share lock (``ClusterShare``), for the fixtures that change
+#: a node to have it alone first.
+SHARE = pytest.StashKey["ClusterShare"]()
 _TARGET = pytest.StashKey[Any]()
 
 
@@ -82,7 +85,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "features(*names): the lbconform features a suite test needs")
     config.addinivalue_line(
-        "markers", "exclusive: changes what every test sees (a node's state); runs while no other does")
+        "markers", "exclusive(from_first_change=False): changes what every test sees (a node's state); "
+        "runs while no other does, from its start or from the first node it changes")
     config.addinivalue_line("markers", "lab: needs root and the lab; boots one or reuses a running one")
     config.addinivalue_line(
         "markers", "disruptive: kills, drains or restarts nodes; runs only with --allow-disruptive")
@@ -164,24 +168,67 @@ def _cluster_digest(config: pytest.Config) -> str:
     return hashlib.sha256(host.encode()).hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def cluster_share(path: Path, exclusive: bool) -> Iterator[None]:
-    """Hold the cluster's lock file ``path``: shared, or alone where ``exclusive``.
+class ClusterShare:
+    """One test's hold on the cluster's lock file ``path``: shared, or alone.
 
     Every holder passes a gate (``path`` with the suffix ``.gate``) on its way in, and an
     exclusive one keeps the gate while it waits, so it waits only for the holders already in:
     without the gate, shared holders that kept arriving beside it held it off until the runs
-    were nearly over (271 s of a mode run's 439 s, three mode runs at once)."""
-    with path.open("a") as lock, path.with_suffix(".gate").open("a") as gate:
-        fcntl.flock(gate, fcntl.LOCK_EX)
+    were nearly over (271 s of a mode run's 439 s, three mode runs at once). A holder that is in
+    shared and must then be alone (``take_alone``) leaves first and comes back through the gate:
+    two shared holders that both turned exclusive in place would wait for each other forever."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.alone = False
+        self._lock: Any = None
+
+    def enter(self, exclusive: bool) -> None:
+        lock = self.path.open("a")
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            with self.path.with_suffix(".gate").open("a") as gate:
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+                finally:
+                    fcntl.flock(gate, fcntl.LOCK_UN)
+        except BaseException:
+            lock.close()
+            raise
+        self._lock, self.alone = lock, exclusive
+
+    def take_alone(self) -> None:
+        """Have the cluster alone from now until ``leave`` (at once where it already has)."""
+        if not self.alone:
+            self.leave()
+            self.enter(True)
+
+    def leave(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock, self.alone = None, False
+
+
+@contextlib.contextmanager
+def cluster_share(path: Path, exclusive: bool) -> Iterator[ClusterShare]:
+    """Hold the cluster's lock file ``path`` for the block: shared, or alone where ``exclusive``
+    (see ``ClusterShare``)."""
+    share = ClusterShare(path)
+    share.enter(exclusive)
+    try:
+        yield share
+    finally:
+        share.leave()
+
+
+def exclusive_from_start(item: pytest.Item) -> bool:
+    """Whether the test has the cluster alone from its start: it is marked ``exclusive``, unless
+    the mark says ``from_first_change=True`` (alone from the first node it changes on: what it
+    makes before, in its own namespace, changes nothing other tests see, and a test the
+    implementation does not support then never holds the others back)."""
+    mark = item.get_closest_marker("exclusive")
+    return mark is not None and not mark.kwargs.get("from_first_change", False)
 
 
 def load_provider(config: pytest.Config) -> Any:
@@ -268,7 +315,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = keep
+    items[:] = exclusive_first(keep)
+
+
+def exclusive_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The suites' ``exclusive`` tests first, the rest in their order. An exclusive test waits
+    until every test already holding the cluster has ended, keeping new ones out meanwhile
+    (``cluster_share``): at the start those are each process's first tests, later they may be
+    minutes-long idle probes of this run or of another run against the same cluster, whose wait
+    would hold every test process back."""
+    return sorted(items, key=lambda i: not (in_suites(i) and i.get_closest_marker("exclusive")))
 
 
 def description(item: pytest.Item) -> str:

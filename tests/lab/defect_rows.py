@@ -9,6 +9,7 @@ keeps the table complete."""
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from pathlib import Path
 
@@ -123,13 +124,32 @@ def keyword(test: str) -> str:
     return "(" + " and ".join([name, *params.rstrip("]").split("-")]) + ")" if params else name
 
 
-#: Rows whose runs go on at the same time (each a test process against the shared lab).
-PARALLEL_ROWS = 3
+#: Rows whose runs go on at the same time (each a test process against the shared lab). Most of a
+#: row's time is spent waiting on the LB's timers (idle timeouts, health checks, rollouts): with
+#: four, the lab's two cores were about half busy and the rows ended 100 s after the node run.
+PARALLEL_ROWS = 5
+IDLE_SUITE = "test_idle_and_keepalive::"
 
 
-def row_weight(defect: str) -> int:
-    """How long a row runs, roughly: its number of tests (one process runs them one by one)."""
-    return len(DEFECT_SUITES[defect][1])
+def is_exclusive(test: str) -> bool:
+    """Whether the suite test (``module::name[params]``) is marked ``exclusive``."""
+    module_name, _, name = test.partition("::")
+    module = importlib.import_module("suites." + module_name.replace("/", "."))
+    marks = getattr(module, "pytestmark", [])
+    marks = [*(marks if isinstance(marks, list) else [marks]),
+             *getattr(getattr(module, name.partition("[")[0]), "pytestmark", [])]
+    return any(m.name == "exclusive" for m in marks)
+
+
+def row_weight(defect: str) -> tuple[bool, int]:
+    """Which rows start first: those with an ``exclusive`` test (it waits for every test holding
+    the lab, which at the start are the runs' first ones and later may be idle probes a minute or
+    two long, and holds all of them back meanwhile), then the longest, roughly: a test each, one
+    more for each idle timeout a test waits out (two for the keepalive test), since one process
+    runs a row's tests one by one."""
+    tests = DEFECT_SUITES[defect][1]
+    timeouts = sum(2 if t == KEEPALIVE else 1 for t in tests if t.startswith(IDLE_SUITE))
+    return any(is_exclusive(t) for t in tests), len(tests) + timeouts
 
 
 def run_with_defect(defect: str, report_dir: Path, *args: str) -> Result:

@@ -10,6 +10,7 @@ from typing import Any
 from lbconform.kube import objects
 from lbconform.kube.manifests import Applier, Tweak, load
 from lbconform.kube.rawapi import Json, RawApi
+from lbconform.kube.workload import QUIET_KIND, quiet_server_config_map
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
 from lbconform.lab.cluster import Lab
@@ -22,11 +23,14 @@ def client_get(host: str, port: int, path: str, timeout: float = 2.0) -> tuple[i
 
 
 def deploy_backend(ns: Applier, *tweaks: Tweak, kind: str = "deployment") -> tuple[Json, Json]:
-    """The backend workload and its Service, created and rolled out; returns both objects."""
+    """The backend workload (``kind`` as ``lbconform.kube.workload.KINDS``) and its Service,
+    created and rolled out; returns both objects."""
+    if kind == QUIET_KIND:
+        ns.create(quiet_server_config_map())
     workload = ns.create(load(f"backend-{kind}", *tweaks)[0])
     service = ns.create(load("backend-service", *tweaks)[0])
     assert ns.namespace is not None
-    if kind == "deployment":
+    if workload["kind"] == "Deployment":
         objects.wait_for_deployment(ns.api, ns.namespace, workload["metadata"]["name"])
     else:
         objects.wait_for_daemonset(ns.api, ns.namespace, workload["metadata"]["name"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import pytest
@@ -10,8 +11,11 @@ import pytest
 from lbconform.kube import objects, tweaks
 from lbconform.kube.jig import CLEANUP_FINALIZER
 from lbconform.kube.manifests import Applier, load_one
+from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import ApiError
+from lbconform.kube.workload import QUIET_KIND
 from lbconform.lab import topology as topo
+from lbconform.lab.cluster import Lab
 from lbconform.lab.lb.client import LabLB
 from lbconform.traffic.fleet import Fleet, KeepAlive
 from lbconform.wait import poll_until
@@ -124,12 +128,12 @@ def test_allocate_node_ports_false(test_namespace: Applier) -> None:
 
 
 def _fleet_scenario(ns: Applier, idle_timeout: int, change: bool, idle: float,
-                    keepalive: KeepAlive | None = None) -> dict[str, int]:
+                    keepalive: KeepAlive | None = None, kind: str = "deployment") -> dict[str, int]:
     """20 connections, an optional healthy-set change while idle, then one request each."""
     api, namespace = ns.api, ns.namespace
     assert namespace
     deploy_backend(ns, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
-                   lab_lb(idle_timeout_seconds=idle_timeout, health_check_interval_seconds=1))
+                   lab_lb(idle_timeout_seconds=idle_timeout, health_check_interval_seconds=1), kind=kind)
     vip = wait_for_vip(api, namespace)
     wait_for_healthy(namespace, 2)
     with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
@@ -158,6 +162,25 @@ def test_idle_flows_are_reset_when_the_healthy_set_changed(test_namespace: Appli
 
 def test_flows_idle_under_the_timeout_survive_a_change(test_namespace: Applier) -> None:
     assert _fleet_scenario(test_namespace, idle_timeout=60, change=True, idle=8) == {"alive": 20}
+
+
+def test_only_the_quiet_backend_lets_a_timeout_past_15_seconds_expire(
+        lab: Lab, lab_namespaces: TestNamespaces) -> None:
+    """Why the idle suites use the quiet backend: agnhost probes every connection idle 15 s (Go's
+    TCP keepalive), which keeps the LB's entry of a 16 s timeout fresh, so flows idle 20 s across a
+    change all survive; behind the quiet backend the entry expires and the moved flows are reset.
+    The two side by side, each in a namespace of its own."""
+    namespaces = [lab_namespaces.create() for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            agnhost, quiet = pool.map(
+                lambda ns, kind: _fleet_scenario(ns, idle_timeout=16, change=True, idle=20, kind=kind),
+                namespaces, ("deployment", QUIET_KIND))
+    finally:
+        for ns in namespaces:
+            lab_namespaces.release(ns)
+    assert agnhost == {"alive": 20}
+    assert quiet.get("reset", 0) >= 1, quiet
 
 
 def test_keepalive_shorter_than_the_timeout_survives_a_change(test_namespace: Applier) -> None:

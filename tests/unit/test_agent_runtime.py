@@ -4,6 +4,7 @@ sequence, probe thresholds, image resolution. No namespaces, no cluster."""
 from __future__ import annotations
 
 import http.server
+import os
 import sys
 import threading
 import time
@@ -155,6 +156,19 @@ def test_images_resolve_to_local_programs(tmp_path: Path, monkeypatch: pytest.Mo
     assert images.resolve("registry.k8s.io/pause:3.10", [], []).argv == [agnhost, "pause"]
     with pytest.raises(images.UnknownImage, match=r"nginx.*registry\.k8s\.io/e2e-test-images/agnhost"):
         images.resolve("nginx:latest", [], [])
+
+
+def test_the_python_image_runs_the_machines_interpreter_on_the_pods_program() -> None:
+    python = os.path.realpath(sys.executable)
+    program = ["/srv/quiet/quiet-server.py", "--http-port=8080"]
+    for ref in ("python:3.13-alpine", "docker.io/library/python:3.13-alpine", "docker.io/python@sha256:00"):
+        resolved = images.resolve(ref, ["python3", program[0]], program[1:])
+        assert resolved.argv == [python, *program] and resolved.image_id == f"lab://python@{python}"
+    assert images.resolve("python:3.13", [], program).argv == [python, *program]
+    # A command that is not the interpreter runs as given; another repository named python is unknown.
+    assert images.resolve("python:3.13", ["/bin/true"], []).argv == ["/bin/true"]
+    with pytest.raises(images.UnknownImage, match=r"docker\.io/library/python"):
+        images.resolve("example.com/python:3", [], [])
 
 
 

@@ -79,3 +79,65 @@ def test_shared_holders_hold_together(tmp_path: Path) -> None:
         thread.start()
         assert inside.wait(IN_SECONDS), "a shared holder was kept out while another was in"
     thread.join(IN_SECONDS)
+
+
+def test_shared_holders_that_both_turn_exclusive_get_the_cluster_alone_one_after_the_other(
+        tmp_path: Path) -> None:
+    """Two tests in shared that both change a node (``take_alone``) neither wait for each other
+    forever (each leaves before it comes back alone) nor are ever alone together."""
+    path = tmp_path / "cluster.lock"
+    both_in = threading.Barrier(2, timeout=IN_SECONDS)
+    alone: list[str] = []
+    overlaps: list[str] = []
+
+    def hold(name: str) -> None:
+        with cluster_share(path, False) as share:
+            both_in.wait()
+            share.take_alone()
+            assert share.alone
+            if alone and alone[-1].endswith("in"):
+                overlaps.append(name)
+            alone.append(f"{name} in")
+            time.sleep(BLOCKED_SECONDS)
+            alone.append(f"{name} out")
+
+    threads = [threading.Thread(target=hold, args=(n,), daemon=True) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(IN_SECONDS + 2 * BLOCKED_SECONDS)
+    assert not any(t.is_alive() for t in threads), "two holders turning exclusive waited for each other"
+    assert not overlaps and len(alone) == 4, alone
+
+
+def test_a_shared_holder_turning_exclusive_waits_for_the_others_and_keeps_later_ones_out(
+        tmp_path: Path) -> None:
+    path = tmp_path / "cluster.lock"
+    order: list[str] = []
+    release = {name: threading.Event() for name in ("other", "later")}
+
+    def hold(name: str) -> None:
+        with cluster_share(path, False):
+            order.append(name)
+            release[name].wait(IN_SECONDS)
+
+    other = threading.Thread(target=hold, args=("other",))
+    other.start()
+    wait_for(lambda: order == ["other"], "the other shared holder to get in")
+    with cluster_share(path, False) as share:
+        turning = threading.Thread(target=share.take_alone)
+        turning.start()
+        wait_for(lambda: gate_taken(path), "the holder turning exclusive to wait at the gate")
+        later = threading.Thread(target=hold, args=("later",))
+        later.start()
+        time.sleep(BLOCKED_SECONDS)
+        assert order == ["other"] and turning.is_alive(), "it did not wait for the other holder"
+        release["other"].set()
+        turning.join(IN_SECONDS)
+        assert share.alone and not turning.is_alive()
+        time.sleep(BLOCKED_SECONDS)
+        assert order == ["other"], "a later holder got in beside one that is alone"
+    wait_for(lambda: order == ["other", "later"], "the later holder to get in once it left")
+    release["later"].set()
+    for thread in (other, later):
+        thread.join(IN_SECONDS)

@@ -6,6 +6,7 @@ import pytest
 
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import kind_of, load, load_one
+from lbconform.kube.workload import QUIET_CONFIG_MAP, QUIET_PROGRAM, quiet_server_config_map
 
 
 def test_backend_manifests_load() -> None:
@@ -14,6 +15,22 @@ def test_backend_manifests_load() -> None:
     assert dep["kind"] == "Deployment" and svc["spec"]["type"] == "LoadBalancer"
     assert kind_of(dep).collection("ns") == "/apis/apps/v1/namespaces/ns/deployments"
     assert kind_of({"kind": "Namespace"}).collection("ns") == "/api/v1/namespaces"
+
+
+def test_the_quiet_backend_runs_its_program_from_the_config_map_the_harness_makes() -> None:
+    dep = load_one("backend-quiet-deployment", tweaks.delay_shutdown(3))
+    pod = dep["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mount = container["volumeMounts"][0]
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == QUIET_CONFIG_MAP
+    program = container["command"][1]
+    assert program == f"{mount['mountPath']}/{QUIET_PROGRAM}"
+    assert container["args"] == ["--http-port=8080", "--delay-shutdown=3"]
+    assert dep["spec"]["selector"] == load_one("backend-deployment")["spec"]["selector"]
+    config_map = quiet_server_config_map()
+    assert config_map["metadata"]["name"] == QUIET_CONFIG_MAP
+    assert "SO_KEEPALIVE, 0" in config_map["data"][QUIET_PROGRAM]
 
 
 def test_termination_tweaks() -> None:

@@ -101,3 +101,29 @@ def test_not_supported_at_run_time_and_one_profile_per_test(pytester: pytest.Pyt
     assert core["tests"]["notSupported"] == ["test_suite::test_proxied"]
     assert core["tests"]["failed"] == ["test_suite::test_broken"]
     assert core["features"]["failed"] == ["ExternalTrafficPolicyLocal"]
+
+
+ORDERED = """
+import pytest
+from lbconform.features import Feature
+
+pytestmark = pytest.mark.features(Feature.LOAD_BALANCER_LIFECYCLE)
+
+def test_first():
+    pass
+
+@pytest.mark.exclusive
+def test_alone():
+    pass
+
+def test_last():
+    pass
+"""
+
+
+def test_exclusive_tests_run_first_and_the_rest_keep_their_order(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"suites/test_a": ORDERED, "suites/test_b": ORDERED})
+    result = pytester.runpytest_subprocess("--provider", "generic", "--collect-only", "-q")
+    names = [line.split("::")[-1] for line in result.stdout.lines if "::" in line]
+    assert names == ["test_alone", "test_alone", "test_first", "test_last", "test_first", "test_last"]

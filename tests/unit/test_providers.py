@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from lbconform import providers
+from lbconform.config import Timeouts
 from lbconform.errors import UsageError
 from lbconform.features import Feature
+from lbconform.idle import CannotObserve, plan_idle_check
 from lbconform.kube.rawapi import ApiError
 from lbconform.providers import aws, azure, gke, kind, kubevip, metallb
 from lbconform.providers.base import NotSupported, PoolMember, Provider, ServiceRef
@@ -612,3 +614,72 @@ def test_lab_hosted_providers_kill_nodes_only_in_the_lab(name: str, monkeypatch:
     for action in (provider.kill_node, provider.start_node, provider.restart_kube_proxy):
         with pytest.raises(NotSupported, match="outside the lab"):
             action("node-1")
+
+
+# --- idle timeouts: what the idle suites' Services ask for, and the reset they get ------------
+
+
+def test_every_declared_idle_timeout_is_checked_with_a_plan_the_default_budget_holds() -> None:
+    """No provider's idle timeout is left unchecked for the backends' sake (the quiet backend sends
+    nothing on an idle connection); only kind's hour is beyond the default idle_probe timeout."""
+    budget = Timeouts().idle_probe
+    for name in sorted(providers.available()):
+        provider = configured(name)
+        try:
+            seconds = float(provider.idle_timeout_to_ask())
+        except NotSupported:
+            declared = provider.declared_for("Local").idle_timeout
+            if declared is None:
+                continue
+            seconds = declared
+        if name == "kind":
+            with pytest.raises(CannotObserve, match="raise --timeout idle_probe"):
+                plan_idle_check(seconds, budget)
+        else:
+            assert plan_idle_check(seconds, budget).least_idle_seconds <= budget
+
+
+def test_the_lab_asks_for_a_minute_or_what_its_option_says() -> None:
+    lab = configured("lab")
+    assert lab.idle_timeout_to_ask() == 60
+    assert lab.idle_timeout_annotations(60) == {"lab.lbconform.io/idle-timeout-seconds": "60"}
+    assert configured("lab", idleTimeout="240").idle_timeout_to_ask() == 240
+    with pytest.raises(UsageError, match="idleTimeout=4m: give whole seconds"):
+        configured("lab", idleTimeout="4m")
+    assert not lab.declared().idle_reset
+
+
+def test_azure_asks_for_four_minutes_in_minutes_and_chooses_the_reset() -> None:
+    provider = configured("azure")
+    assert provider.idle_timeout_to_ask() == 240
+    assert provider.idle_timeout_annotations(240) == {azure.IDLE_TIMEOUT: "4"}
+    assert provider.idle_timeout_annotations(6000) == {azure.IDLE_TIMEOUT: "100"}
+    for bad in (60, 250, 6060):
+        with pytest.raises(ValueError, match="whole minutes from 4 to 100"):
+            provider.idle_timeout_annotations(bad)
+    assert provider.idle_reset_annotations(False) == {azure.DISABLE_TCP_RESET: "true"}
+    assert provider.idle_reset_annotations(True) == {azure.DISABLE_TCP_RESET: "false"}
+    assert provider.declared().idle_reset
+
+
+def test_aws_asks_for_the_listeners_shortest_timeout_and_cannot_turn_the_reset_off() -> None:
+    provider = configured("aws")
+    assert provider.idle_timeout_to_ask() == 60
+    listener = "service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-80"
+    assert provider.idle_timeout_annotations(60) == {listener: "tcp.idle_timeout.seconds=60"}
+    assert configured("aws", idleTimeout="400").idle_timeout_to_ask() == 400
+    with pytest.raises(NotSupported, match="leaves the listener's idle timeout alone"):
+        configured("aws", idleTimeout="default").idle_timeout_to_ask()
+    for bad in ("59", "6001", "5m"):
+        with pytest.raises(UsageError, match="give seconds from 60 to 6000, or default"):
+            configured("aws", idleTimeout=bad)
+    with pytest.raises(NotSupported):
+        provider.idle_reset_annotations(False)
+    assert provider.declared().idle_reset and provider.declared().idle_timeout == 350.0
+
+
+def test_gke_checks_its_fixed_minute_which_forgets_flows_silently() -> None:
+    provider = configured("gke")
+    with pytest.raises(NotSupported):
+        provider.idle_timeout_to_ask()
+    assert provider.declared_for("Local").idle_timeout == 60.0 and not provider.declared().idle_reset

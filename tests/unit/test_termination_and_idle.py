@@ -109,22 +109,30 @@ def test_a_change_too_slow_to_tell_the_timeout_is_an_error_not_a_measurement() -
 
 def test_a_timeout_outside_the_search_is_reported_as_below_or_above_it() -> None:
     assert measure(FakeProbe(5.0)) == (0.0, 6.0)
-    assert measure(FakeProbe(100.0)) == (14.0, float("inf"))
+    assert measure(FakeProbe(100.0)) == (18.0, float("inf"))
 
 
-def test_a_minutes_long_timeout_is_bracketed_not_searched() -> None:
-    plan = plan_idle_check(240.0, 900, server_keepalive=3600)
+def test_a_timeout_of_a_minute_or_more_is_bracketed_not_searched() -> None:
+    plan = plan_idle_check(240.0, 900)
     assert (plan.search, plan.low, plan.high) == (False, 228.0, 252.0)
     probe = FakeProbe(240.0)
-    assert measure(probe, 240.0, server_keepalive=3600) == (228.0, 252.0)
+    assert measure(probe, 240.0) == (228.0, 252.0)
     assert probe.probed == [228.0, 252.0]
     early = FakeProbe(200.0)
-    assert measure(early, 240.0, server_keepalive=3600) == (0.0, 228.0) and early.probed == [228.0]
+    assert measure(early, 240.0) == (0.0, 228.0) and early.probed == [228.0]
+    late = FakeProbe(300.0)
+    assert measure(late, 240.0) == (252.0, float("inf")) and late.probed == [228.0, 252.0]
+    minute = plan_idle_check(60.0, 900)
+    assert (minute.search, minute.low, minute.high, minute.low_at_most) == (False, 57.0, 63.0, 58.0)
+    assert plan_idle_check(59.0, 900).search
 
 
-def test_a_timeout_the_backends_keepalive_hides_or_the_budget_cannot_hold_is_refused() -> None:
-    with pytest.raises(CannotObserve, match="keepalive probes every connection idle 15s"):
-        plan_idle_check(240.0, 900)
-    with pytest.raises(CannotObserve, match="raise --timeout idle_probe above that"):
-        plan_idle_check(240.0, 300, server_keepalive=3600)
-    assert plan_idle_check(10.0, 900).search
+def test_below_the_timeout_may_stretch_to_the_resolution_short_of_it_never_below_the_bracket() -> None:
+    assert plan_idle_check(10.0, 900).low_at_most == 9.0
+    assert plan_idle_check(240.0, 900).low_at_most == 238.0
+
+
+def test_a_timeout_the_budget_cannot_hold_is_refused() -> None:
+    with pytest.raises(CannotObserve, match="idles at least 480s: raise --timeout idle_probe above that"):
+        plan_idle_check(240.0, 300)
+    assert plan_idle_check(350.0, 900).least_idle_seconds == 700.0

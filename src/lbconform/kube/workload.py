@@ -1,8 +1,9 @@
-"""A backend workload (Deployment or DaemonSet of agnhost) and what suites ask of it.
+"""A backend workload (Deployment or DaemonSet of agnhost, or of the quiet server) and what suites
+ask of it.
 
-The suites speak of backends by the names agnhost answers with (its pod name) and by
-where they run; this owns reading that from the pods, scaling and rolling, so that no
-suite needs the Kubernetes API itself.
+The suites speak of backends by the names they answer with (their pod name) and by where they
+run; this owns deploying them, reading that from the pods, scaling and rolling, so that no suite
+needs the Kubernetes API itself.
 """
 
 from __future__ import annotations
@@ -11,11 +12,46 @@ import copy
 import time
 from dataclasses import dataclass
 
-from lbconform.kube import objects
-from lbconform.kube.manifests import Applier, Tweak
-from lbconform.kube.rawapi import Json
+from lbconform.kube import objects, tweaks
+from lbconform.kube.manifests import Applier, Tweak, load_one
+from lbconform.kube.rawapi import ApiError, Json
+from lbconform.resources import data_dir
 from lbconform.traffic.timeline import Timeline
 from lbconform.wait import poll_until
+
+#: The backends' manifests (manifests/backend-KIND.yaml). ``quiet-deployment`` runs the quiet server
+#: (manifests/quiet-server.py): no TCP keepalive from the backend, for flows whose idle time a
+#: suite controls.
+KINDS = ("deployment", "daemonset", "quiet-deployment")
+QUIET_KIND = "quiet-deployment"
+#: The ConfigMap the quiet backend's program is mounted from, and its one file.
+QUIET_CONFIG_MAP, QUIET_PROGRAM = "quiet-server", "quiet-server.py"
+
+
+def quiet_server_config_map() -> Json:
+    """The ConfigMap holding manifests/quiet-server.py, as ``kubectl create configmap
+    quiet-server --from-file=manifests/quiet-server.py`` makes it."""
+    program = (data_dir("manifests") / QUIET_PROGRAM).read_text()
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": QUIET_CONFIG_MAP},
+            "data": {QUIET_PROGRAM: program}}
+
+
+def deploy_backends(applier: Applier, kind: str, replicas: int, changes: tuple[Tweak, ...],
+                    timeout: float) -> Workload:
+    """Backends from manifests/backend-KIND.yaml with ``changes``, rolled out (the quiet one's
+    ConfigMap first, once per namespace)."""
+    if kind not in KINDS:
+        raise ValueError(f"no backend kind {kind!r}: one of {', '.join(KINDS)}")
+    if kind == QUIET_KIND:
+        try:
+            applier.create(quiet_server_config_map())
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    obj = applier.create(load_one(f"backend-{kind}", tweaks.replicas(replicas), *changes))
+    workload = Workload(applier, obj["kind"], obj["metadata"]["name"])
+    workload.wait_rolled_out(timeout)
+    return workload
 
 
 @dataclass

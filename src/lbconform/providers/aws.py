@@ -19,7 +19,14 @@ listed as unhealthy.
 Declared values (AWS Load Balancer Controller service annotations, defaults): health check
 every 10 s, 3 successes / 3 failures, TCP on the traffic port for externalTrafficPolicy
 Cluster, HTTP ``/healthz`` on the healthCheckNodePort for Local; NLB TCP idle timeout 350 s
-(then a reset on the flow's next packet); target group deregistration delay 300 s.
+(then a reset on the flow's next packet, which a Service cannot turn off); target group
+deregistration delay 300 s.
+
+Idle timeout: the idle suites' Services ask for 60 s, the NLB's shortest, with the TCP listener
+attribute ``tcp.idle_timeout.seconds`` (annotation ``aws-load-balancer-listener-attributes.TCP-80``,
+controller v2.9.0 and later; 60 to 6000 s). The ``idleTimeout`` option asks for another value,
+or with ``default`` leaves the listener alone, so that the suites check the fixed 350 s (older
+controllers, which ignore the annotation).
 
 Not claimed: ``SessionAffinity``. The NLB hashes each flow on its 5-tuple, so one client's
 connections reach different nodes, and kube-proxy's ClientIP affinity is per node; keeping a
@@ -35,23 +42,38 @@ Options (``--provider-option NAME=VALUE``):
 - ``region`` (env ``AWS_REGION``, ``AWS_DEFAULT_REGION``): the cluster's region.
 - ``profile`` (env ``AWS_PROFILE``): a named profile of the AWS configuration.
 - ``scheme``: ``internet-facing`` (default) or ``internal``.
+- ``idleTimeout``: seconds the idle suites' Services ask for (default 60), or ``default``.
 
 Credentials are boto3's usual chain. The SDK is the ``aws`` extra: ``pip install 'lbconform[aws]'``.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from lbconform.config import Timeouts
 from lbconform.errors import UsageError
 from lbconform.features import Feature
-from lbconform.providers.base import NODE_POOL, POD_POOL, Declared, PoolMember, Provider, ServiceRef
+from lbconform.kube.rawapi import RawApi
+from lbconform.providers.base import (
+    NODE_POOL,
+    POD_POOL,
+    Declared,
+    NotSupported,
+    PoolMember,
+    Provider,
+    ServiceRef,
+)
 from lbconform.providers.support import NodeIndex, cluster_nodes, import_sdk
 
 PREFIX = "service.beta.kubernetes.io/aws-load-balancer-"
 TARGET_TYPE = PREFIX + "nlb-target-type"
+#: The listener attributes of the suites' Service port (manifests/backend-service.yaml: TCP 80).
+LISTENER_ATTRIBUTES = PREFIX + "listener-attributes.TCP-80"
+#: The TCP idle timeouts an NLB listener takes (the default is 350 s).
+IDLE_MIN, IDLE_MAX, IDLE_DEFAULT = 60, 6000, 350
 HEALTHY = "healthy"
 
 
@@ -114,6 +136,8 @@ class AWSProvider(Provider):
         "region": "the cluster's region (env AWS_REGION or AWS_DEFAULT_REGION)",
         "profile": "a named AWS profile (env AWS_PROFILE)",
         "scheme": "internet-facing (default) or internal",
+        "idleTimeout": f"seconds the idle suites' Services ask for ({IDLE_MIN}-{IDLE_MAX}, default "
+                       f"{IDLE_MIN}), or 'default' for the listener's fixed 350 s",
     }
     _session: Any = None
 
@@ -125,7 +149,8 @@ class AWSProvider(Provider):
 
     def declared(self) -> Declared:
         return Declared(
-            health_check_interval=10.0, healthy_threshold=3, unhealthy_threshold=3, idle_timeout=350.0,
+            health_check_interval=10.0, healthy_threshold=3, unhealthy_threshold=3,
+            idle_timeout=float(IDLE_DEFAULT), idle_reset=True,
             notes={"source": "AWS Load Balancer Controller service annotation defaults (healthcheck "
                              "interval 10, healthy/unhealthy threshold 3); Network Load Balancer "
                              "documentation (TCP idle timeout 350 s, deregistration delay 300 s)",
@@ -144,6 +169,26 @@ class AWSProvider(Provider):
         if scheme not in ("internet-facing", "internal"):
             raise UsageError(f"--provider-option scheme={scheme}: use internet-facing or internal")
         return {PREFIX + "type": "external", TARGET_TYPE: self.mode, PREFIX + "scheme": scheme}
+
+    def configure(self, api: RawApi | None, options: Mapping[str, str]) -> None:
+        super().configure(api, options)
+        with contextlib.suppress(NotSupported):
+            self.idle_timeout_to_ask()  # a bad idleTimeout fails the run before it makes anything
+
+    def idle_timeout_to_ask(self) -> int:
+        text = self.option("idleTimeout", default=str(IDLE_MIN))
+        if text == "default":
+            raise NotSupported("the aws provider leaves the listener's idle timeout alone "
+                               "(--provider-option idleTimeout=default)")
+        if not text.isdigit() or not IDLE_MIN <= int(text) <= IDLE_MAX:
+            raise UsageError(f"--provider-option idleTimeout={text}: give seconds from {IDLE_MIN} to "
+                             f"{IDLE_MAX}, or default")
+        return int(text)
+
+    def idle_timeout_annotations(self, seconds: int) -> dict[str, str]:
+        if not IDLE_MIN <= seconds <= IDLE_MAX:
+            raise ValueError(f"an NLB's TCP idle timeout is {IDLE_MIN} to {IDLE_MAX}s, not {seconds}s")
+        return {LISTENER_ATTRIBUTES: f"tcp.idle_timeout.seconds={seconds}"}
 
     def pod_pool_annotations(self) -> dict[str, str]:
         return {TARGET_TYPE: "ip"}

@@ -20,6 +20,11 @@ property of the whole cluster, not of a Service, so there are no per-Service ann
 for it; in node mode a pod pool is not supported. Pod pools have no probes: the pool is the
 ready endpoints, so ``healthy`` is None.
 
+Idle timeout: the idle suites' Services ask for 4 minutes (``azure-load-balancer-tcp-idle-timeout``
+takes whole minutes, 4 to 100), and choose the TCP reset at idle timeout (on by default on a
+Standard load balancer: RSTs to both ends when a flow's timer fires) with
+``azure-load-balancer-disable-tcp-reset``.
+
 Options (``--provider-option NAME=VALUE``), each with an environment fallback:
 
 - ``subscription`` (``AZURE_SUBSCRIPTION_ID``): the subscription of the cluster's resources.
@@ -53,6 +58,10 @@ from lbconform.providers.base import (
 from lbconform.providers.support import NodeIndex, cluster_nodes, import_sdk
 
 NIC_SEGMENT = "/networkinterfaces/"
+ANNOTATION = "service.beta.kubernetes.io/azure-load-balancer-"
+IDLE_TIMEOUT, DISABLE_TCP_RESET = ANNOTATION + "tcp-idle-timeout", ANNOTATION + "disable-tcp-reset"
+#: The idle timeouts cloud-provider-azure takes, in minutes (its default is the shortest).
+IDLE_MINUTES_MIN, IDLE_MINUTES_MAX = 4, 100
 
 
 def _props(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -194,10 +203,13 @@ class AzureProvider(Provider):
     def declared(self) -> Declared:
         return Declared(
             health_check_interval=5.0, healthy_threshold=2, unhealthy_threshold=2, idle_timeout=240.0,
+            idle_reset=True,
             notes={"source": "cloud-provider-azure defaults: probe every 5 s, 2 probes (probeThreshold "
                              "counts both ways); idle timeout 4 min (idleTimeoutInMinutes) with TCP reset "
                              "(Standard SKU); Azure Load Balancer health probe documentation",
-                   "tcp_reset": "true",
+                   "tcp_reset": "true: bidirectional RSTs when a flow's idle timeout fires (Azure Load "
+                                "Balancer TCP reset documentation); a Service turns it off with "
+                                "azure-load-balancer-disable-tcp-reset",
                    "pod_mode": "no probes: the pool is the ready endpoints"})
 
     def timeouts(self) -> Timeouts:
@@ -205,6 +217,24 @@ class AzureProvider(Provider):
         # take one to a few minutes, and pool changes follow Node/EndpointSlice changes slowly.
         return Timeouts(lb_create=420, lb_propagation=240, lb_delete=420, endpoint_lag=180,
                         health_transition=60, rollout=300, namespace_delete=600, request=10)
+
+    def idle_timeout_to_ask(self) -> int:
+        """Four minutes, the shortest a Service may ask of cloud-provider-azure (and its default)."""
+        return IDLE_MINUTES_MIN * 60
+
+    def idle_timeout_annotations(self, seconds: int) -> dict[str, str]:
+        """``azure-load-balancer-tcp-idle-timeout`` takes whole minutes, 4 to 100 (the service
+        controller's error event otherwise)."""
+        minutes, rest = divmod(seconds, 60)
+        if rest or not IDLE_MINUTES_MIN <= minutes <= IDLE_MINUTES_MAX:
+            raise ValueError(f"an Azure idle timeout is whole minutes from {IDLE_MINUTES_MIN} to "
+                             f"{IDLE_MINUTES_MAX}, not {seconds}s")
+        return {IDLE_TIMEOUT: str(minutes)}
+
+    def idle_reset_annotations(self, reset: bool) -> dict[str, str]:
+        """``azure-load-balancer-disable-tcp-reset`` (cloud-provider-azure v1.27.10, v1.28.2 and from
+        v1.29; older ones always reset on a Standard load balancer)."""
+        return {DISABLE_TCP_RESET: "false" if reset else "true"}
 
     def pod_pool_annotations(self) -> dict[str, str]:
         if self.mode != "pod":

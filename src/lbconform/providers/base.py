@@ -53,7 +53,10 @@ class Declared:
 
     ``health_checks`` is False where the implementation has none of its own (MetalLB): the
     interval and thresholds are then 0 and mean nothing, and a datasheet shows "none".
-    ``idle_timeout`` is None where it has no idle timeout of its own.
+    ``idle_timeout`` is None where it has no idle timeout of its own; ``idle_reset`` is True where
+    a flow that idled out is answered with a TCP reset (on its next packet, or when it expires)
+    without the Service asking for it (AWS NLB, Azure Standard), False where it is forgotten
+    silently and hashed again on its next packet.
     ``entry`` is where its traffic enters a node pool (ENTRY_EVERY_NODE or ENTRY_ONE_NODE): what
     the suites expect of its pool, of which backends answer under policy Local, and of what a dead
     node costs. ``cleanup_finalizer`` is False where it does not hold Services with the
@@ -82,6 +85,7 @@ class Declared:
     unhealthy_threshold: int
     idle_timeout: float | None
     notes: dict[str, str] = field(default_factory=dict)
+    idle_reset: bool = False
     health_checks: bool = True
     node_failure_detection: float | None = None
     entry: str = ENTRY_EVERY_NODE
@@ -195,14 +199,21 @@ class Provider(ABC):
         """Annotations every test Service needs on this implementation."""
         return {}
 
+    def idle_timeout_to_ask(self) -> int:
+        """The idle timeout, in seconds, the idle suites' Services ask for where a Service can
+        choose one (``idle_timeout_annotations``): the shortest the implementation takes, so that
+        the checks idle no longer than they must. ``NotSupported`` where a Service cannot choose:
+        the suites then check the declared ``idle_timeout``."""
+        raise NotSupported(f"the {self.name} provider cannot set a Service's idle timeout")
+
     def idle_timeout_annotations(self, seconds: int) -> dict[str, str]:
-        """Annotations that set a Service's idle timeout, where the implementation lets a Service
-        choose it (the idle suites then measure that value instead of a minutes-long default)."""
+        """Annotations that set a Service's idle timeout to ``seconds``, where the implementation
+        lets a Service choose it; ``ValueError`` for a value it does not take."""
         raise NotSupported(f"the {self.name} provider cannot set a Service's idle timeout")
 
     def idle_reset_annotations(self, reset: bool) -> dict[str, str]:
-        """Annotations that choose whether a flow that idled out gets a TCP reset on its next
-        packet (or is silently forgotten), where a Service may choose."""
+        """Annotations that choose whether a flow that idled out gets a TCP reset (or is silently
+        forgotten), where a Service may choose; elsewhere ``Declared.idle_reset`` says which."""
         raise NotSupported(f"the {self.name} provider cannot choose a Service's reset at idle timeout")
 
     def needs_node_ports(self) -> bool:

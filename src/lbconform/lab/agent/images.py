@@ -7,6 +7,7 @@ does.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,8 +17,13 @@ from lbconform.lab import build
 
 AGNHOST_IMAGE = "registry.k8s.io/e2e-test-images/agnhost"
 PAUSE_IMAGE = "registry.k8s.io/pause"
-LOCUST_IMAGE = "locustio/locust"
+LOCUST_IMAGE = "docker.io/locustio/locust"
 KUBECTL_IMAGE = "registry.k8s.io/kubectl"
+#: Docker Hub's official Python image (the quiet backend's, manifests/backend-quiet-deployment.yaml):
+#: the machine's own Python interpreter runs the program a pod names, from the pod's volumes.
+PYTHON_IMAGE = "docker.io/library/python"
+#: The interpreter's names in that image.
+PYTHON_NAMES = ("python", "python3", "/usr/local/bin/python", "/usr/local/bin/python3")
 #: Images whose entrypoint is one built binary (``lbconform lab build --with ...``), by
 #: repository: the entrypoint's path in the image, and the binary. Any tag runs the build's
 #: version, which the pod's imageID names.
@@ -28,7 +34,7 @@ ENTRYPOINT_IMAGES = {
     "ghcr.io/kube-vip/kube-vip-cloud-provider": ("/kube-vip-cloud-provider", "kube-vip-cloud-provider"),
 }
 
-KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE, KUBECTL_IMAGE, *ENTRYPOINT_IMAGES)
+KNOWN_IMAGES = (AGNHOST_IMAGE, PAUSE_IMAGE, LOCUST_IMAGE, KUBECTL_IMAGE, PYTHON_IMAGE, *ENTRYPOINT_IMAGES)
 
 
 class UnknownImage(Exception):
@@ -44,11 +50,25 @@ class Program:
 
 
 def _repository(image: str) -> str:
+    """The image's repository without tag or digest, Docker Hub's short names spelled out
+    (``python:3.13`` is ``docker.io/library/python``)."""
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)[-1]
     if ":" in last:
         name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    parts = name.split("/")
+    if len(parts) == 1 or (parts[0] in ("docker.io", "index.docker.io") and len(parts) == 2):
+        return f"docker.io/library/{parts[-1]}"
+    if parts[0] == "index.docker.io":
+        return "docker.io/" + "/".join(parts[1:])
+    if "." not in parts[0] and ":" not in parts[0] and parts[0] != "localhost":
+        return f"docker.io/{name}"
     return name
+
+
+def _python() -> str:
+    """The machine's Python interpreter (not a virtualenv's, whose packages a pod must not see)."""
+    return os.path.realpath(sys.executable)
 
 
 def _agnhost() -> str:
@@ -70,6 +90,13 @@ def resolve(image: str, command: Sequence[str], args: Sequence[str]) -> Program:
         if argv[0] in ("locust", "/usr/local/bin/locust"):
             argv[0] = locust
         return Program(argv, f"lab://locust@{locust}")
+    if repo == PYTHON_IMAGE:
+        # The image's entrypoint is python3: a command replaces it.
+        python = _python()
+        argv = [*command, *args] if command else ["python3", *args]
+        if argv[0] in PYTHON_NAMES:
+            argv[0] = python
+        return Program(argv, f"lab://python@{python}")
     if repo == KUBECTL_IMAGE:
         # The image's entrypoint is kubectl: args alone are kubectl's, a command replaces it.
         kubectl = str(build.binary("kubectl"))
