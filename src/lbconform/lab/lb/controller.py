@@ -124,6 +124,8 @@ class Controller:
         self.ghosts: dict[str, ServiceState] = {}
         self.timeouts: set[tuple[int, str]] = set()
         self.ruleset = ""
+        #: Flows to forget once this pass's ruleset is in (``_forget_flows``): (Service, argv).
+        self.forgets: list[tuple[ServiceState, list[str], str]] = []
         self.routed_nodes: dict[int, str] = {}
         #: Where the next VIP search starts (an index into VIP_CIDR's hosts).
         self.next_vip = 0
@@ -211,6 +213,7 @@ class Controller:
             if ruleset != self.ruleset:
                 nft.apply(ruleset)
                 self.ruleset = ruleset
+            self._run_forgets()
             self.warm.clear()
             self._save()
             self.ready.set()
@@ -462,15 +465,24 @@ class Controller:
     def _forget_flows(self, st: ServiceState, backend: plan.Backend | None, protocol: str = "",
                       port: int = 0) -> None:
         """Delete conntrack entries of the Service (or of one backend, of one protocol, to one
-        port): their next packet is hashed again."""
+        port): their next packet is hashed again. Deleted once the pass's ruleset is in
+        (``_run_forgets``), as kube-proxy orders it: deleted before, a packet arriving in between
+        would make its entry again through the old rules, to the backend that left, and a UDP
+        flow's every datagram would keep it there (seen as a UDP flow that never reached its
+        new server, with many Services per pass)."""
         argv = ["conntrack", "-D", "--orig-dst", st.vip, *(["-p", protocol] if protocol else []),
                 *(["--orig-port-dst", str(port)] if port else [])]
         if backend is not None:
             argv += ["--mark", str(backend.mark)] if st.params.mode == "node" else ["--reply-src", backend.ip]
-        out = subprocess.run(argv, capture_output=True, text=True, check=False)
-        count = sum(1 for line in out.stdout.splitlines() if line.strip())
-        st.counters["flowsForgotten"] += count
-        log.info("%s: forgot %d flows%s", st.key, count, f" of {backend.key}" if backend else "")
+        self.forgets.append((st, argv, f" of {backend.key}" if backend else ""))
+
+    def _run_forgets(self) -> None:
+        forgets, self.forgets = self.forgets, []
+        for st, argv, which in forgets:
+            out = subprocess.run(argv, capture_output=True, text=True, check=False)
+            count = sum(1 for line in out.stdout.splitlines() if line.strip())
+            st.counters["flowsForgotten"] += count
+            log.info("%s: forgot %d flows%s", st.key, count, which)
 
     # --- release ------------------------------------------------------------------------
     def _stop_checkers(self, st: ServiceState) -> None:
