@@ -61,8 +61,10 @@ class Handler(BaseHTTPRequestHandler):
             self.delay(query.get("seconds", ["0"])[0])
         elif url.path == "/healthz":
             self.answer(200, "ok")
+        elif url.path == "/readyz" and terminating.is_set():
+            self.answer(503, "terminating")
         elif url.path == "/readyz":
-            self.answer(503, "terminating") if terminating.is_set() else self.answer(200, "ok")
+            self.answer(200, "ok")
         else:
             self.answer(404, f"no such path: {url.path}")
 

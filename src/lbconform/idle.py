@@ -201,12 +201,11 @@ class IdlePlan:
 
 @dataclass(frozen=True)
 class IdleService:
-    """What the idle suites' Services get: the plan for their idle timeout, the tweak that gives
-    it to them (none where it is the implementation's fixed one), and whether they ask for it."""
+    """What the idle suites' Services get: the plan for their idle timeout, and the tweak that
+    gives it to them (none where it is the implementation's fixed one)."""
 
     plan: IdlePlan
     tweak: Tweak
-    asked: bool
 
     @property
     def seconds(self) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 from lbconform.kube import objects
 from lbconform.kube.manifests import Applier, Tweak, load
 from lbconform.kube.rawapi import Json, RawApi
-from lbconform.kube.workload import QUIET_KIND, quiet_server_config_map
+from lbconform.kube.workload import QUIET_KIND, ensure_quiet_program
 from lbconform.lab import netns as ns
 from lbconform.lab import topology as topo
 from lbconform.lab.cluster import Lab
@@ -26,7 +26,7 @@ def deploy_backend(ns: Applier, *tweaks: Tweak, kind: str = "deployment") -> tup
     """The backend workload (``kind`` as ``lbconform.kube.workload.KINDS``) and its Service,
     created and rolled out; returns both objects."""
     if kind == QUIET_KIND:
-        ns.create(quiet_server_config_map())
+        ensure_quiet_program(ns)
     workload = ns.create(load(f"backend-{kind}", *tweaks)[0])
     service = ns.create(load("backend-service", *tweaks)[0])
     assert ns.namespace is not None

@@ -36,6 +36,15 @@ def quiet_server_config_map() -> Json:
             "data": {QUIET_PROGRAM: program}}
 
 
+def ensure_quiet_program(applier: Applier) -> None:
+    """The quiet backend's ConfigMap in the applier's namespace (once: a second call finds it)."""
+    try:
+        applier.create(quiet_server_config_map())
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+
+
 def deploy_backends(applier: Applier, kind: str, replicas: int, changes: tuple[Tweak, ...],
                     timeout: float) -> Workload:
     """Backends from manifests/backend-KIND.yaml with ``changes``, rolled out (the quiet one's
@@ -43,11 +52,7 @@ def deploy_backends(applier: Applier, kind: str, replicas: int, changes: tuple[T
     if kind not in KINDS:
         raise ValueError(f"no backend kind {kind!r}: one of {', '.join(KINDS)}")
     if kind == QUIET_KIND:
-        try:
-            applier.create(quiet_server_config_map())
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
+        ensure_quiet_program(applier)
     obj = applier.create(load_one(f"backend-{kind}", tweaks.replicas(replicas), *changes))
     workload = Workload(applier, obj["kind"], obj["metadata"]["name"])
     workload.wait_rolled_out(timeout)
