@@ -8,6 +8,8 @@ import pytest
 from fixtures.harness import MakeBackends, MakeService
 from lbconform.features import Feature
 from lbconform.kube import tweaks
+from lbconform.kube.workload import Workload
+from lbconform.lb import LoadBalancer
 from lbconform.target import Target
 from lbconform.traffic import checks
 from lbconform.traffic.client import Client
@@ -56,17 +58,37 @@ def test_health_check_node_port_reports_local_endpoints(make_backends: MakeBacke
                                      target.timeouts.endpoint_lag)
 
 
+def wait_for_local_policy_applied(lb: LoadBalancer, backends: Workload, client: Client,
+                                  target: Target) -> None:
+    """Every node's kube-proxy serves the Service as Local: its health check answers with the
+    node's local endpoints (kube-proxy updates it in the sync that writes the node's rules), so a
+    node without one now drops what it is sent, whatever the load balancer still sends there."""
+    port = lb.health_check_node_port()
+    assert port is not None
+    with_backend = set(backends.by_node())
+    for node, ip in target.node_addresses().items():
+        checks.wait_for_health_check(client, ip, port, lb.namespace, lb.name, int(node in with_backend),
+                                     target.timeouts.endpoint_lag)
+
+
 def test_switching_policy_back_and_forth(make_backends: MakeBackends, make_service: MakeService,
-                                         client: Client) -> None:
-    """Cluster -> Local -> Cluster -> Local: the health check port comes and goes, every backend
-    answers after each switch (under Local, every one the LB's entry reaches), and the client's
-    address is kept after each switch to Local (where the implementation declares it keeps it)."""
-    backends = make_backends()
+                                         client: Client, target: Target) -> None:
+    """Cluster -> Local -> Cluster -> Local, with backends on some nodes only: the health check port
+    comes and goes; after each switch every backend answers (under Local, every one the LB's entry
+    reaches); after each switch to Local, within lb_propagation, every new connection reaches a
+    backend (the load balancer checks the nodes where the new policy says and stops sending to
+    the node without one) and the client's address is kept (where the implementation declares
+    it keeps it)."""
+    backends = make_backends(tweaks.one_per_node, replicas=len(target.node_addresses()) - 1)
     lb = make_service(tweaks.traffic_policy_cluster)
     lb.wait_for_backends(backends.names())
     for policy in ("Local", "Cluster", "Local"):
         lb.update(tweaks.traffic_policy(policy))
         assert (lb.health_check_node_port() is not None) == (policy == "Local")
         lb.wait_for_backends(lb.answering_backends(backends))
-        if policy == "Local" and lb.keeps_client_address():
-            checks.wait_for_source_kept(client, lb.vip, lb.port(), lb.target.timeouts.lb_propagation)
+        if policy == "Local":
+            wait_for_local_policy_applied(lb, backends, client, target)
+            checks.wait_for_every_connection_answered(client, lb.vip, lb.port(), backends.names(),
+                                                      lb.target.timeouts.lb_propagation)
+            if lb.keeps_client_address():
+                checks.wait_for_source_kept(client, lb.vip, lb.port(), lb.target.timeouts.lb_propagation)

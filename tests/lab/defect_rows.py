@@ -106,6 +106,12 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
                         Feature.SOURCE_RANGES),
     "no-hairpin": ("nodeport", (PROXY_PATH,), Feature.IN_CLUSTER_CLIENTS),
     "wrong-ip-mode": ("pod", (VIP_PATH,), Feature.IN_CLUSTER_CLIENTS),
+    "stale-health-check": ("node", ("test_traffic_policy_local::test_switching_policy_back_and_forth",),
+                           Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL),
+    "slow-registration": ("pod", ("test_backend_pool::test_pod_pool_follows_scale_up",
+                                  "test_backend_pool::test_pod_pool_follows_a_burst_of_changes"),
+                          Feature.POD_BACKEND_POOL),
+    "no-reprovision": ("node", (TO_CLUSTER_IP,), LIFECYCLE),
 }
 
 NODE_KILL = "chaos/test_node_failure::test_killed_node_fails_requests_only_until_detected"

@@ -23,7 +23,8 @@ from lbconform.kube.sweeper import add_label, restore_node
 from lbconform.lab import topology as topo
 from lbconform.lab.lb.client import LabLB
 from lbconform.lab.lb.controller import MAX_PASS_SECONDS
-from lbconform.lab.lb.params import DEFECTS, SERIAL_PROVISIONING_SECONDS
+from lbconform.lab.lb.params import DEFECTS, SERIAL_PROVISIONING_SECONDS, SLOW_REGISTRATION_SECONDS, Params
+from lbconform.lab.lb.plan import KUBE_PROXY_HEALTH_PORT
 from lbconform.provisioning import INTERVAL, watch_addresses
 from lbconform.target import EXCLUDE_LABEL
 from lbconform.traffic.fleet import Fleet
@@ -45,6 +46,8 @@ from tests.lab.helpers import (
 )
 
 pytestmark = pytest.mark.lab
+
+HC_INTERVAL, HC_UNHEALTHY = Params().hc_interval, Params().hc_unhealthy
 
 #: defect -> (the test here that shows the defect, the test in test_lb.py or
 #: test_lab_provider.py that the defect would fail: the correct behaviour it breaks; None where
@@ -94,6 +97,9 @@ DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
     "ranges-drop-all": ("test_ranges_drop_all_keeps_a_listed_client_out", None),
     "no-hairpin": ("test_no_hairpin_leaves_a_pods_connection_unanswered", None),
     "wrong-ip-mode": ("test_wrong_ip_mode_says_vip_in_nodeport_mode", None),
+    "stale-health-check": ("test_stale_health_check_keeps_checking_kube_proxy_under_local", None),
+    "slow-registration": ("test_slow_registration_holds_a_new_pod_back", None),
+    "no-reprovision": ("test_no_reprovision_leaves_a_service_back_to_load_balancer_without_address", None),
 }
 
 
@@ -517,3 +523,57 @@ def test_wrong_ip_mode_says_vip_in_nodeport_mode(defect: str, test_namespace: Ap
     vip = deploy_with_vip(test_namespace, tweaks.replicas(1), lab_lb(mode="nodeport"))
     svc = test_namespace.api.get(f"/api/v1/namespaces/{test_namespace.namespace}/services/backend")
     assert svc["status"]["loadBalancer"]["ingress"] == [{"ip": vip, "ipMode": "VIP"}]
+
+
+@with_defect("stale-health-check")
+def test_stale_health_check_keeps_checking_kube_proxy_under_local(defect: str,
+                                                                  test_namespace: Applier) -> None:
+    """Provisioned under Cluster (every node healthy by kube-proxy's /healthz), the Service turns Local:
+    the LB goes on checking /healthz, so the two nodes without an endpoint stay healthy, where the
+    Service's healthCheckNodePort would fail them."""
+    namespace = test_namespace.namespace or ""
+    deploy_with_vip(test_namespace, tweaks.replicas(1), tweaks.one_per_node)
+    update_and_reconcile(test_namespace, tweaks.traffic_policy_local)
+    time.sleep(2 * HC_INTERVAL * HC_UNHEALTHY)  # long past the checks that fail them when right
+    state = LabLB().service(namespace, "backend")
+    assert state is not None
+    targets = {b["healthCheck"]["target"].rsplit(":", 1)[1] for b in state["pool"]}
+    assert targets == {f"{KUBE_PROXY_HEALTH_PORT}/healthz"} and len(state["healthy"]) == 3, state
+
+
+@with_defect("slow-registration")
+def test_slow_registration_holds_a_new_pod_back(defect: str, test_namespace: Applier) -> None:
+    """Pod mode: a pod that joins the provisioned Service's pool gets no flow for
+    ``SLOW_REGISTRATION_SECONDS``; the pods of its first pool were not held back."""
+    namespace = test_namespace.namespace or ""
+    deploy_with_vip(test_namespace, tweaks.replicas(1), lab_lb(mode="pod"), healthy=1)
+    test_namespace.api.patch(f"/apis/apps/v1/namespaces/{namespace}/deployments/backend",
+                             {"spec": {"replicas": 2}})
+    lb = LabLB()
+
+    def pool_of_two() -> bool:
+        state = lb.service(namespace, "backend")
+        return state is not None and len(state["pool"]) == 2
+
+    poll_until(pool_of_two, timeout=60, interval=0.1, description="the new pod to join the pool")
+    joined = time.monotonic()
+    wait_for_healthy(namespace, 2, timeout=SLOW_REGISTRATION_SECONDS + 10)
+    assert time.monotonic() - joined >= SLOW_REGISTRATION_SECONDS - 2 * MAX_PASS_SECONDS
+
+
+@with_defect("no-reprovision")
+def test_no_reprovision_leaves_a_service_back_to_load_balancer_without_address(
+        defect: str, test_namespace: Applier) -> None:
+    """A Service changed to ClusterIP and back to LoadBalancer gets no address and no LB state."""
+    namespace = test_namespace.namespace or ""
+    deploy_with_vip(test_namespace, tweaks.replicas(1))
+    jig = ServiceJig(test_namespace)
+    jig.update(tweaks.service_type("ClusterIP"))
+    lb = LabLB()
+    poll_until(lambda: lb.service(namespace, "backend") is None, timeout=10,
+               description="the LB to let the Service go")
+    jig.update(tweaks.service_type("LoadBalancer"))
+    deadline = Deadline.after(10 * MAX_PASS_SECONDS)  # a right LB gives the address on its next pass
+    while not deadline.expired():
+        assert jig.ingress() is None and lb.service(namespace, "backend") is None
+        time.sleep(0.1)

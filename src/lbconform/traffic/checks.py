@@ -123,6 +123,21 @@ def answer_or_failure(client: Client, host: str, port: int) -> str:
         return f"{ERROR}: {exc}"
 
 
+def wait_for_every_connection_answered(client: Client, host: str, port: int, backends: set[str],
+                                       timeout: float, batch: int = 10) -> None:
+    """``SUCCESSES`` batches in a row of ``batch`` new connections are each answered by one of
+    ``backends``: none is dropped, refused or reset any more (an LB still sending some connections
+    to a node that drops them converges, one that goes on does not)."""
+    last: list[str] = []
+
+    def all_answered() -> bool:
+        last[:] = [answer_or_failure(client, host, port) for _ in range(batch)]
+        return set(last) <= backends
+
+    converge(all_answered, f"every new connection to {host}:{port} to be answered by one of "
+                           f"{len(backends)} backends", timeout, {"last batch": last}, interval=0.0)
+
+
 def wait_for_source_kept(client: Client, host: str, port: int, timeout: float) -> None:
     """``SUCCESSES`` new connections in a row show the backends the client's own address."""
     last: list[tuple[str, str]] = []

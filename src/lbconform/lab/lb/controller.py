@@ -11,6 +11,7 @@ one lab at the same time.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import logging
@@ -33,6 +34,7 @@ from lbconform.lab.lb.params import (
     DEFECTS,
     LB_CLASS,
     SERIAL_PROVISIONING_SECONDS,
+    SLOW_REGISTRATION_SECONDS,
     SLOW_UNHEALTHY_SECONDS,
     Params,
     ip_mode,
@@ -68,6 +70,11 @@ class ServiceState:
     pending_pool: dict[str, plan.Backend] | None = None
     pending_since: float = 0.0
     ever_seen: dict[str, plan.Backend] = field(default_factory=dict)
+    #: When (monotonic) each backend joined the pool of the already provisioned Service (the
+    #: slow-registration defect holds it back for a while); backends of the first pool are not in it.
+    joined: dict[str, float] = field(default_factory=dict)
+    #: Each backend's first health check (the stale-health-check defect keeps it).
+    first_health: dict[str, plan.HealthTarget | None] = field(default_factory=dict)
     #: The Service's ports when it was provisioned (the ignore-updates defect keeps them).
     first_ports: list[Json] = field(default_factory=list)
     #: The harness run the Service belongs to ("" for none), and its spec as last seen (the
@@ -122,6 +129,9 @@ class Controller:
         self.services: dict[str, ServiceState] = {}
         #: Deleted Services whose rules the keep-deleted-vip defect keeps, by key.
         self.ghosts: dict[str, ServiceState] = {}
+        #: UIDs of Services released because their type changed (the no-reprovision defect
+        #: never provisions them again).
+        self.released: set[str] = set()
         self.timeouts: set[tuple[int, str]] = set()
         self.ruleset = ""
         #: Flows to forget once this pass's ruleset is in (``_forget_flows``): (Service, argv).
@@ -312,6 +322,8 @@ class Controller:
         if st is None or st.uid != svc["metadata"]["uid"]:
             if st is not None:
                 self._forget(key)
+            if "no-reprovision" in self.defects_for(svc) and svc["metadata"]["uid"] in self.released:
+                return None
             if "serial-provisioning" in self.defects_for(svc) and not self._serial_turn(run_of(svc)):
                 return None
             if not self._add_finalizer(svc, self.defects_for(svc)):
@@ -350,6 +362,10 @@ class Controller:
             desired = {}
         else:
             desired = plan.pool(svc, slices, plan.eligible(nodes, st.defects), params, st.defects)
+        for k, b in desired.items():
+            st.first_health.setdefault(k, b.health)
+        if "stale-health-check" in st.defects:
+            desired = {k: dataclasses.replace(b, health=st.first_health[k]) for k, b in desired.items()}
         st.counters["reconciles"] += 1
         self._set_status(svc, st)
         self._update_pool(st, desired)
@@ -405,6 +421,8 @@ class Controller:
             st.pending_pool = desired
             if now - st.pending_since < delay:
                 return  # a later pass applies it; passes run at least every MAX_PASS_SECONDS
+        if st.pool or st.counters["poolChanges"]:
+            st.joined.update((k, now) for k in desired if k not in st.pool)
         st.pool = desired
         st.pending_pool = None
         st.counters["poolChanges"] += 1
@@ -430,6 +448,9 @@ class Controller:
             h = st.health(k)
             passing = b.health is None or ignore or (h is not None and h.healthy)
             if "never-healthy-again" in st.defects and h is not None and h.found_unhealthy:
+                passing = False
+            if ("slow-registration" in st.defects and k in st.joined
+                    and time.monotonic() - st.joined[k] < SLOW_REGISTRATION_SECONDS):
                 passing = False
             # slow-unhealthy: a backend that was healthy stays so for a minute after it failed
             lingering = ("slow-unhealthy" in st.defects and h is not None and h.transitions > 0
@@ -501,10 +522,12 @@ class Controller:
 
     def _release(self, svc: Json) -> None:
         key = Informer.key(svc)
+        retyped = not svc["metadata"].get("deletionTimestamp") and svc["spec"].get("type") != "LoadBalancer"
         if key in self.services and self.services[key].uid == svc["metadata"]["uid"]:
             self._forget(key)
             self._event(svc, "Normal", "DeletedLoadBalancer", "load balancer removed")
-        retyped = not svc["metadata"].get("deletionTimestamp") and svc["spec"].get("type") != "LoadBalancer"
+            if retyped:
+                self.released.add(svc["metadata"]["uid"])
         if retyped and "keep-finalizer-on-type-change" in self.defects_for(svc):
             return  # the defect: the finalizer stays until the Service is deleted
         if retyped and svc.get("status", {}).get("loadBalancer", {}).get("ingress"):

@@ -63,6 +63,11 @@ class Defect:
     correct: str
 
 
+SHORT_IDLE_SECONDS: Final = 5
+SLOW_UNHEALTHY_SECONDS: Final = 60.0
+#: The slow-registration defect's delay: beyond the lab's declared endpoint lag (15 s).
+SLOW_REGISTRATION_SECONDS: Final = 20.0
+
 DEFECTS: Final = {d.name: d for d in (
     Defect("ignore-health", "routes to every backend of the pool, healthy or not",
            "only backends that pass their health check get new flows"),
@@ -148,14 +153,25 @@ DEFECTS: Final = {d.name: d for d in (
            "(no SNAT), so the backend answers the pod directly and the connection never completes",
            "a flow from inside the cluster leaves the LB with the LB's address as source, so its "
            "replies come back through the LB"),
+    Defect("stale-health-check",
+           "keeps checking each node where it did when it provisioned the Service (kube-proxy's /healthz "
+           "for Cluster, the healthCheckNodePort for Local), whatever externalTrafficPolicy says later",
+           "each node is checked where the Service's policy says now: kube-proxy's /healthz under "
+           "Cluster, the Service's healthCheckNodePort under Local"),
+    Defect("slow-registration",
+           f"a backend that joins a provisioned Service's pool gets new flows only "
+           f"{SLOW_REGISTRATION_SECONDS:g} s later, as targets that register slowly",
+           "a new backend gets new flows once it is in the pool and passes its health check"),
+    Defect("no-reprovision",
+           "never provisions again a Service it released when its type changed, as a controller that "
+           "remembers it as deleted",
+           "a Service that becomes type LoadBalancer again is provisioned again"),
     Defect("wrong-ip-mode",
            "publishes the other ipMode than its mode has: VIP in nodeport mode, Proxy in pod mode "
            "(node mode keeps VIP: Proxy there would cut every flow)",
            "ipMode Proxy in nodeport mode, VIP in node and pod modes"),
 )}
 
-SHORT_IDLE_SECONDS: Final = 5
-SLOW_UNHEALTHY_SECONDS: Final = 60.0
 #: The serial-provisioning defect's pace: one new Service of a run per this many seconds.
 SERIAL_PROVISIONING_SECONDS: Final = 1.0
 
