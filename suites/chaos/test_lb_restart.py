@@ -1,6 +1,7 @@
-"""The load balancer's own controller restarting under load, as an upgrade or a crash restarts it:
-its data plane runs on meanwhile, and the new controller takes over from what the old one left. No
-new connection fails, no established one is reset, and the Service keeps its address."""
+"""The load balancer's own control plane restarting under load, as an upgrade or a crash restarts
+it: its controller, and its per-node agents one node at a time (MetalLB's speakers). Its data plane
+runs on meanwhile, and the new processes take over from what the old ones left. No new connection
+fails, no established one is reset, and the Service keeps its address."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from fixtures.chaos import RunExperiment
 from fixtures.harness import MakeBackends, MakeFleet, MakeService, Measure
+from lbconform.chaos.lb.actions import PARTS
 from lbconform.features import Feature
 from lbconform.kube import tweaks
 from lbconform.target import Target
@@ -19,8 +21,9 @@ pytestmark = [pytest.mark.features(Feature.LOAD_BALANCER_RESTART), pytest.mark.d
 #: New connections per second through the experiment, and the seconds of traffic before the restart.
 RATE = 20
 WARMUP_SECONDS = 5
-#: Traffic in all: the restart and the new controller's first checks of the backends fall within it.
-TRAFFIC_SECONDS = 25
+#: Traffic in all, by part restarted: the restart and the new processes' first checks of the
+#: backends fall within it (a DaemonSet's rollout waits for each node's new pod to be ready).
+TRAFFIC_SECONDS = {"controller": 25, "node-agents": 75}
 #: Connections opened before the restart, each sending one more request after it.
 ESTABLISHED = 20
 ZERO = [0, 0]
@@ -33,15 +36,19 @@ REQUEST_TIMEOUT = 1.0
 ADDRESS_WATCH_SECONDS = 3.0
 
 
-def test_controller_restart_under_load_fails_no_request(
-        make_backends: MakeBackends, make_service: MakeService, make_fleet: MakeFleet,
+@pytest.mark.parametrize("part", PARTS)
+def test_restart_under_load_fails_no_request(
+        part: str, make_backends: MakeBackends, make_service: MakeService, make_fleet: MakeFleet,
         experiment: RunExperiment, target: Target, measure: Measure) -> None:
-    """The implementation's controller restarted while traffic flows fails no new connection (none
-    takes over a second), resets none of the connections established before it, and leaves the
-    Service its address.
+    """The implementation's controller, or its per-node agents (rolled one node at a time, the
+    announcing node's among them), restarted while traffic flows fail no new connection (none
+    takes over a second), reset none of the connections established before, and leave the
+    Service its address; the restart ends while the traffic still runs.
     externalTrafficPolicy Local, with backends on every node but one: a restarted controller that
     forgot which nodes pass their checks fails new connections whether it sends them nowhere or
     everywhere."""
+    if part == "node-agents":
+        target.provider.node_agents()  # NotSupported where the implementation runs none
     spared = sorted(target.node_addresses())[-1]
     backends = make_backends(tweaks.avoid_node(spared), replicas=2)
     lb = make_service(tweaks.traffic_policy_local)
@@ -49,10 +56,14 @@ def test_controller_restart_under_load_fails_no_request(
     vip = lb.vip
     fleet = make_fleet(lb, ESTABLISHED)
     run = experiment("lb-restart", namespace=lb.namespace, service=lb.name, allow_disruptive=True,
-                     traffic_rate=RATE, warmup_seconds=WARMUP_SECONDS, traffic_seconds=TRAFFIC_SECONDS,
-                     traffic_request_timeout=REQUEST_TIMEOUT, failure_tolerance=ZERO, reset_tolerance=ZERO)
-    measure("lb_restart_failed_requests", float(run.traffic["failed"]), "requests")
+                     restart_part=part, traffic_rate=RATE, warmup_seconds=WARMUP_SECONDS,
+                     traffic_seconds=TRAFFIC_SECONDS[part], traffic_request_timeout=REQUEST_TIMEOUT,
+                     failure_tolerance=ZERO, reset_tolerance=ZERO)
+    measure(f"lb_restart_{part.replace('-', '_')}_failed_requests", float(run.traffic["failed"]), "requests")
     assert run.run.completed, run.describe()
+    traffic_end = run.traffic["started"] + TRAFFIC_SECONDS[part]
+    restarted = run.ended("restart-load-balancer")
+    assert restarted <= traffic_end, f"the restart ended {restarted - traffic_end:.1f}s after the traffic"
     after = fleet.request()
     assert after == {"alive": ESTABLISHED}, f"connections established before the restart, after it: {after}"
     address = lb.jig.ingress_over(ADDRESS_WATCH_SECONDS, expect=vip)

@@ -120,7 +120,7 @@ NODE_KILL = "chaos/test_node_failure::test_killed_node_fails_requests_only_until
 CHAOS_DEFECT_SUITES: dict[str, tuple[str, ...]] = {
     "ignore-health": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
     "slow-unhealthy": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
-    "cold-restart": ("chaos/test_lb_restart::test_controller_restart_under_load_fails_no_request",),
+    "cold-restart": ("chaos/test_lb_restart::test_restart_under_load_fails_no_request[controller]",),
 }
 
 

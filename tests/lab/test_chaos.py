@@ -33,6 +33,8 @@ from tests.lab.runs import ConcurrentRuns, lbconform_run, outcome, selected_runs
 
 pytestmark = pytest.mark.lab
 
+RESTART = "chaos/test_lb_restart::test_restart_under_load_fails_no_request"
+
 #: The node the disruptive experiments may touch; the backends avoid it where a dead pod would
 #: fail requests through kube-proxy on other nodes (not the LB's doing).
 VICTIM = "node-3"
@@ -162,9 +164,10 @@ def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> N
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     chaos = next(p for p in doc["profiles"] if p["name"] == "chaos")
     assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 8, chaos
+    assert chaos["tests"]["notSupported"] == [f"{RESTART}[node-agents]"], chaos  # the LB has no agents
     names = {m["name"] for m in doc["measurements"]}
     assert {"node_kill_lb_dropped_node_after", "rollout_locust_requests", "drain_locust_requests",
             "kube_proxy_restart_failed_requests", "backend_flap_failed_requests",
-            "lb_restart_failed_requests"} <= names
+            "lb_restart_controller_failed_requests"} <= names
     journals = list((tmp_path / "chaos").glob("*/journal.json"))
     assert len(journals) == 8, journals

@@ -63,8 +63,8 @@ NOT_SUPPORTED_ON_METALLB = {
 
 
 #: The chaos profile's tests: churn (3), drain and rollout (2), a node kill per traffic policy (2),
-#: the controller's restart (1).
-CHAOS_TESTS = 8
+#: the controller's and the speakers' restarts (2).
+CHAOS_TESTS = 9
 
 
 def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab) -> None:

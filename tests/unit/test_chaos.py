@@ -436,3 +436,23 @@ def test_traffic_to_a_lab_address_never_starts_outside_the_lab(monkeypatch: pyte
     assert actions.inside_lab("198.18.0.10") and not actions.inside_lab("192.0.2.7")
     with pytest.raises(ActivityFailed, match=r"198\.18\.0\.10 is a lab address"):
         actions.start_traffic(address="198.18.0.10", netns="", configuration={"lbconform_provider": "kind"})
+
+
+def test_restart_of_an_unknown_part_names_the_parts() -> None:
+    from lbconform.chaos.lb.actions import restart_load_balancer
+
+    with pytest.raises(ActivityFailed, match="part 'speaker': use one of controller, node-agents"):
+        restart_load_balancer("speaker", configuration={"allow_disruptive": "true"})
+
+
+def test_node_agents_are_not_supported_where_the_provider_names_none() -> None:
+    from lbconform.providers.base import NotSupported
+    from lbconform.providers.generic import GenericProvider
+    from lbconform.providers.lab import LabProvider
+    from lbconform.providers.metallb import MetalLBProvider
+
+    with pytest.raises(NotSupported, match="no per-node agents: one process"):
+        LabProvider().node_agents()
+    with pytest.raises(NotSupported, match="extension point: node_agents"):
+        GenericProvider().restart_node_agents()
+    assert "speaker DaemonSet" in MetalLBProvider().node_agents()

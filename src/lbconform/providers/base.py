@@ -273,6 +273,20 @@ class Provider(ABC):
         raise NotSupported(f"the {self.name} provider cannot restart the implementation's controller "
                            "(extension point: restart_load_balancer)")
 
+    def node_agents(self) -> str:
+        """What per-node agents the implementation runs in the cluster (a DaemonSet that announces
+        addresses or programs each node), which ``restart_node_agents`` restarts.
+
+        An extension point: NotSupported where it runs none or no hook is written.
+        """
+        raise NotSupported(f"the {self.name} provider names no per-node agents of the implementation "
+                           "to restart (extension point: node_agents, restart_node_agents)")
+
+    def restart_node_agents(self) -> None:
+        """Restart the implementation's per-node agents (``node_agents``) as its upgrade does, and
+        return once every old one is gone and the new ones are ready."""
+        raise NotSupported(self.node_agents())
+
     def restart_kube_proxy(self, node: str) -> None:
         """Restart kube-proxy on ``node`` only, and return once it serves its health check again.
 

@@ -192,6 +192,10 @@ class LabProvider(LabNodes, Provider):
 
         Lab().restart_lb()
 
+    def node_agents(self) -> str:
+        raise NotSupported("the reference LB runs no per-node agents: one process on the client's router "
+                           "does all its work (restart_load_balancer restarts it)")
+
     def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
         state = self.client.service(service.namespace, service.name)
         if state is None:

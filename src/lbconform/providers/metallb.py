@@ -23,7 +23,8 @@ Features it does not claim, and why:
   TCP timeout to 24 h); MetalLB adds none.
 - ``PodBackendPool``: traffic always lands on a node.
 
-``LoadBalancerRestart`` restarts the controller only (see ``restart_load_balancer``).
+``LoadBalancerRestart`` restarts the controller Deployment (``restart_load_balancer``) and the
+speaker DaemonSet (``restart_node_agents``).
 
 Options (``--provider-option NAME=VALUE``): ``namespace``, the speakers' namespace where the
 status objects live (env ``METALLB_NAMESPACE``, default ``metallb-system``);
@@ -106,13 +107,23 @@ class MetalLBProvider(Announcer):
 
     def restart_load_balancer(self) -> None:
         """A rollout restart of MetalLB's controller, the Deployment that assigns the addresses, as
-        its upgrade does. The speakers are per-node agents, as kube-proxy is: a speaker restarting
-        on the announcing node is that node's failover, which ``NodeFailure`` measures."""
-        api = require_api(self.api, self.name, "the controller Deployment")
+        its upgrade does."""
+        self._workload("Deployment", "controller").roll(self.timeouts().rollout)
+
+    def node_agents(self) -> str:
+        return "the speaker DaemonSet (it announces each address from one node)"
+
+    def restart_node_agents(self) -> None:
+        """A rollout restart of the speaker DaemonSet, one node at a time, as its upgrade does: the
+        announcing node's speaker leaves memberlist on SIGTERM, another node announces, and the
+        new speaker takes the address back once it has joined."""
+        self._workload("DaemonSet", "speaker").roll(self.timeouts().rollout)
+
+    def _workload(self, kind: str, component: str) -> Workload:
+        api = require_api(self.api, self.name, f"the {component} {kind}")
         namespace = self.option("namespace", "METALLB_NAMESPACE", default="metallb-system")
-        controller = Workload(Applier(api, namespace), "Deployment", "controller",
-                              selector="app=metallb,component=controller")
-        controller.roll(self.timeouts().rollout)
+        return Workload(Applier(api, namespace), kind, component,
+                        selector=f"app=metallb,component={component}")
 
     def timeouts(self) -> Timeouts:
         # Assignment and announcement take seconds; L2 failover waits for memberlist (~10 s).
