@@ -163,8 +163,9 @@ def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> N
     assert result.returncode == 0, outcome(result)
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     chaos = next(p for p in doc["profiles"] if p["name"] == "chaos")
-    assert chaos["result"] == "success" and len(chaos["tests"]["passed"]) == 8, chaos
-    assert chaos["tests"]["notSupported"] == [f"{RESTART}[node-agents]"], chaos  # the LB has no agents
+    # partial: the reference LB runs no per-node agents to restart
+    assert chaos["result"] == "partial" and len(chaos["tests"]["passed"]) == 8, chaos
+    assert chaos["tests"]["notSupported"] == [f"{RESTART}[node-agents]"], chaos
     names = {m["name"] for m in doc["measurements"]}
     assert {"node_kill_lb_dropped_node_after", "rollout_locust_requests", "drain_locust_requests",
             "kube_proxy_restart_failed_requests", "backend_flap_failed_requests",
