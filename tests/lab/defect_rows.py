@@ -20,6 +20,8 @@ from tests.lab.runs import Result, lbconform_run
 IDLE_BELOW = "test_idle_and_keepalive::test_flows_idle_below_the_timeout_survive_a_change"
 IDLE_UNCHANGED = "test_idle_and_keepalive::test_flows_idle_beyond_the_timeout_survive_without_a_change"
 IDLE_RESET = "test_idle_and_keepalive::test_idled_out_flows_reset_when_asked"
+IDLE_MOVED = "test_idle_and_keepalive::test_flows_idle_beyond_the_timeout_move_after_a_change"
+IDLE_MEASURED = "test_idle_and_keepalive::test_idle_timeout_measured"
 LIFECYCLE = Feature.LOAD_BALANCER_LIFECYCLE
 IN_FLIGHT = "test_graceful_termination::test_in_flight_requests_finish_during_pre_stop"
 KEEPALIVE = "test_idle_and_keepalive::test_keepalive_shorter_than_idle_survives_changes"
@@ -62,8 +64,11 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
                         Feature.SESSION_AFFINITY),
     "sticky-source-ranges": ("node", ("test_source_ranges::test_cleared_source_ranges_admit_everyone",),
                              Feature.SOURCE_RANGES),
-    "short-idle": ("node", (IDLE_BELOW, "test_idle_and_keepalive::test_idle_timeout_measured"),
+    "short-idle": ("node", (IDLE_BELOW, IDLE_MEASURED),
                    Feature.IDLE_TIMEOUT),
+    # The other three idle tests: flows the LB never forgets are never hashed again, never reset at
+    # idle timeout, and live past the bracket's high end.
+    "never-forget": ("node", (IDLE_RESET, IDLE_MOVED, IDLE_MEASURED), Feature.IDLE_TIMEOUT),
     "no-pinning": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.IDLE_TIMEOUT),
     "reset-on-change": ("node", (IDLE_BELOW, IN_FLIGHT, KEEPALIVE), Feature.GRACEFUL_TERMINATION),
     "no-drain": ("node", (IN_FLIGHT,), Feature.GRACEFUL_TERMINATION),

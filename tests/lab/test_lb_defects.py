@@ -68,6 +68,8 @@ DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
                    "test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints"),
     "short-idle": ("test_short_idle_forgets_flows_early",
                    "test_flows_idle_under_the_timeout_survive_a_change"),
+    "never-forget": ("test_never_forget_keeps_idled_out_flows_pinned",
+                     "test_idle_flows_are_reset_when_the_healthy_set_changed"),
     "no-drain": ("test_no_drain_resets_pinned_flows", "test_drain_keeps_pinned_flows_of_a_removed_backend"),
     "ignore-source-ranges": ("test_ignore_source_ranges_lets_everyone_in",
                              "test_source_ranges_admit_and_deny"),
@@ -243,6 +245,13 @@ def test_short_idle_forgets_flows_early(defect: str, test_namespace: Applier) ->
     # Idle 7 s: past the defect's 5 s, far below the Service's 120 s.
     outcomes = _changed_while_pinned(test_namespace, idle_timeout=120, idle=7)
     assert outcomes.get("reset", 0) >= 1, outcomes
+
+
+@with_defect("never-forget")
+def test_never_forget_keeps_idled_out_flows_pinned(defect: str, test_namespace: Applier) -> None:
+    # Idle 8 s after the change: far past the Service's 3 s, so a correct LB hashes the flows
+    # again and resets those that move (test_lb's test_idle_flows_are_reset_when_the_healthy_set_changed).
+    assert _changed_while_pinned(test_namespace, idle_timeout=3, idle=8) == {"alive": 20}
 
 
 @with_defect("no-drain")

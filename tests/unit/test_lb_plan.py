@@ -7,7 +7,7 @@ from typing import Any
 
 from lbconform.lab.lb import nft, plan
 from lbconform.lab.lb.controller import Controller, ServiceState, wants_lb
-from lbconform.lab.lb.params import LB_CLASS, Params, ip_mode
+from lbconform.lab.lb.params import LB_CLASS, NEVER_FORGET_SECONDS, SHORT_IDLE_SECONDS, Params, ip_mode
 
 NODES = [plan.NodeInfo("node-1", "198.19.0.11", 1), plan.NodeInfo("node-2", "198.19.0.12", 2)]
 
@@ -107,6 +107,18 @@ def test_ranges_drop_all_admits_nobody_once_ranges_are_set() -> None:
     assert dropping.source_ranges == (plan.ADMITS_NOBODY,)
     unlisted = plan.plan(service(), 1, "198.18.0.1", Params(), [], frozenset({"ranges-drop-all"}))
     assert unlisted.source_ranges == ()
+
+
+def test_the_idle_timeout_is_the_services_unless_a_defect_changes_it() -> None:
+    svc = service()
+
+    def idle(defects: frozenset[str]) -> int:
+        ruleset = nft.render([plan.plan(svc, 1, "198.18.0.1", Params(idle_timeout=60), [], defects)], set())
+        return {int(n.split("_")[1]) for n in ruleset.split() if n.startswith('"idle_')}.pop()
+
+    assert idle(frozenset()) == 60
+    assert idle(frozenset({"short-idle"})) == SHORT_IDLE_SECONDS
+    assert idle(frozenset({"never-forget"})) == NEVER_FORGET_SECONDS
 
 
 def test_a_backend_is_found_unhealthy_only_after_threshold_failures_in_a_row() -> None:

@@ -64,6 +64,9 @@ class Defect:
 
 
 SHORT_IDLE_SECONDS: Final = 5
+#: The never-forget defect's idle timeout: conntrack's own default for established TCP (5 days),
+#: what an LB that sets none of its own keeps.
+NEVER_FORGET_SECONDS: Final = 432_000
 SLOW_UNHEALTHY_SECONDS: Final = 60.0
 #: The slow-registration defect's delay: beyond the lab's declared endpoint lag (15 s).
 SLOW_REGISTRATION_SECONDS: Final = 20.0
@@ -86,6 +89,9 @@ DEFECTS: Final = {d.name: d for d in (
            "the client's address is kept"),
     Defect("short-idle", "forgets idle flows after 5 s, whatever the Service asks for",
            "the idle timeout is the Service's"),
+    Defect("never-forget",
+           "keeps idle flows pinned for 5 days (conntrack's default), whatever the Service asks for",
+           "a flow idle for the Service's idle timeout is forgotten"),
     Defect("no-drain", "resets the pinned flows of a removed backend even when the Service asks to drain",
            "with `backend-removal: drain`, pinned flows go on"),
     Defect("ignore-source-ranges", "lets every source in, whatever loadBalancerSourceRanges says",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lbconform.lab.lb.params import SHORT_IDLE_SECONDS, Params
+from lbconform.lab.lb.params import NEVER_FORGET_SECONDS, SHORT_IDLE_SECONDS, Params
 
 Json = dict[str, Any]
 
@@ -174,7 +174,8 @@ def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend
     if ranges and "ranges-drop-all" in defects:
         ranges = (ADMITS_NOBODY,)
     local = spec.get("externalTrafficPolicy") == "Local"
-    idle = SHORT_IDLE_SECONDS if "short-idle" in defects else params.idle_timeout
+    idle = (SHORT_IDLE_SECONDS if "short-idle" in defects
+            else NEVER_FORGET_SECONDS if "never-forget" in defects else params.idle_timeout)
     meta = svc["metadata"]
     return ServicePlan(
         key=f"{meta['namespace']}/{meta['name']}", index=index, vip=vip, mode=params.mode,
