@@ -120,12 +120,14 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
 }
 
 NODE_KILL = "chaos/test_node_failure::test_killed_node_fails_requests_only_until_detected"
+LB_RESTART = "chaos/test_lb_restart::test_restart_under_load_fails_no_request[controller]"
 #: defect -> the chaos suite tests that must fail (over their failure budget, detection window or
 #: zero failures).
 CHAOS_DEFECT_SUITES: dict[str, tuple[str, ...]] = {
     "ignore-health": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
     "slow-unhealthy": (f"{NODE_KILL}[Cluster]", f"{NODE_KILL}[Local]"),
-    "cold-restart": ("chaos/test_lb_restart::test_restart_under_load_fails_no_request[controller]",),
+    "cold-restart": (LB_RESTART,),
+    "rehash-on-restart": (LB_RESTART,),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -266,29 +267,46 @@ def certify(provider: str, report_dir: Path, not_supported: set[str], chaos_pass
     assert len(failover) == 2 and all(m["declared"] == window for m in failover), failover
 
 
-def restart_the_lb_under_local_policy(
-        ns: Applier) -> tuple[str, list[str], list[str], str | None, list[object]]:
-    """Backends on two nodes (eTP Local, 3 checks of 2 s to turn healthy), the reference LB restarted
-    once they are healthy; returns the VIP, the healthy set before the restart and right after it,
-    the address after it and the answers to 10 new connections right after it."""
+@dataclass(frozen=True)
+class Restarted:
+    """What ``restart_the_lb_under_local_policy`` saw."""
+
+    vip: str
+    #: The healthy set before the restart and right after it.
+    before: list[str]
+    after: list[str]
+    #: The Service's address after the restart.
+    address: str | None
+    #: Answers to 10 new connections right after the restart.
+    answers: list[object]
+    #: Outcomes of 20 connections opened before the restart, asked once after it.
+    established: dict[str, int]
+
+
+def restart_the_lb_under_local_policy(ns: Applier) -> Restarted:
+    """Backends on two nodes (eTP Local, 3 checks of 2 s to turn healthy), 20 connections opened
+    once they are healthy, then the reference LB restarted."""
     from lbconform.kube import tweaks
     from lbconform.kube.jig import ServiceJig
-    from lbconform.lab.cluster import Lab
     from lbconform.lab.lb.client import LabLB
+    from lbconform.traffic.fleet import Fleet
 
     deploy_backend(ns, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
                    lab_lb(health_check_interval_seconds=2, health_check_healthy_threshold=3))
     assert ns.namespace
     vip = wait_for_vip(ns.api, ns.namespace)
     before = sorted(wait_for_healthy(ns.namespace, 2))
-    Lab().restart_lb()
-    state = LabLB().service(ns.namespace, "backend")
-    after = sorted(state["healthy"]) if state else []
-    answers: list[object] = []
-    for _ in range(10):
-        try:
-            answers.append(client_get(vip, 80, "/hostname", timeout=1)[0])
-        except OSError as exc:
-            answers.append(type(exc).__name__)
-    return vip, before, after, ServiceJig(ns, "backend").ingress(), answers
+    with Fleet(vip, 80, topo.CLIENT_NS) as fleet:
+        fleet.open(20)
+        Lab().restart_lb()
+        state = LabLB().service(ns.namespace, "backend")
+        after = sorted(state["healthy"]) if state else []
+        answers: list[object] = []
+        for _ in range(10):
+            try:
+                answers.append(client_get(vip, 80, "/hostname", timeout=1)[0])
+            except OSError as exc:
+                answers.append(type(exc).__name__)
+        established = fleet.request()
+    return Restarted(vip, before, after, ServiceJig(ns, "backend").ingress(), answers, established)
 

@@ -356,8 +356,10 @@ def test_pod_mode_health_checks(test_namespace: Applier, protocol: str, path: st
 
 def test_restart_keeps_health_and_address(test_namespace: Applier) -> None:
     """A restarted LB starts from the health it saved: the healthy set and the address are the
-    old ones from its first pass, and new connections are served at once."""
-    vip, before, after, address, answers = restart_the_lb_under_local_policy(test_namespace)
-    assert after == before and address == vip
-    assert answers == [200] * 10
+    old ones from its first pass, new connections are served at once, and connections established
+    before keep their backends."""
+    r = restart_the_lb_under_local_policy(test_namespace)
+    assert r.after == r.before and r.address == r.vip
+    assert r.answers == [200] * 10
+    assert r.established == {"alive": 20}
 

@@ -91,6 +91,8 @@ DEFECT_TESTS: dict[str, tuple[str, str | None]] = {
     "serial-provisioning": ("test_serial_provisioning_gives_addresses_a_second_apart", None),
     "cold-restart": ("test_cold_restart_forgets_the_healthy_backends",
                      "test_restart_keeps_health_and_address"),
+    "rehash-on-restart": ("test_rehash_on_restart_moves_established_flows",
+                          "test_restart_keeps_health_and_address"),
     "never-healthy-again": ("test_never_healthy_again_keeps_passing_nodes_out", None),
     "no-spread": ("test_no_spread_sends_every_flow_to_one_backend", None),
     "keep-finalizer-on-type-change": ("test_keep_finalizer_on_type_change_holds_the_service", None),
@@ -435,10 +437,19 @@ def test_serial_provisioning_gives_addresses_a_second_apart(defect: str, test_na
 
 @with_defect("cold-restart")
 def test_cold_restart_forgets_the_healthy_backends(defect: str, test_namespace: Applier) -> None:
-    vip, before, after, address, answers = restart_the_lb_under_local_policy(test_namespace)
+    r = restart_the_lb_under_local_policy(test_namespace)
     # Healthy again after 3 checks 2 s apart, the first at once: the first 3 connections (1 s each) fail.
-    assert len(before) == 2 and after == [] and address == vip
-    assert 200 not in answers[:3], answers
+    assert len(r.before) == 2 and r.after == [] and r.address == r.vip
+    assert 200 not in r.answers[:3], r.answers
+
+
+@with_defect("rehash-on-restart")
+def test_rehash_on_restart_moves_established_flows(defect: str, test_namespace: Applier) -> None:
+    # Each of the 20 flows is hashed again over the two nodes with a new seed: about half move to
+    # the other node, whose backend resets them; new connections are served as before.
+    r = restart_the_lb_under_local_policy(test_namespace)
+    assert r.after == r.before and r.answers == [200] * 10
+    assert r.established.get("reset", 0) >= 1, r.established
 
 
 

@@ -121,6 +121,14 @@ def test_the_idle_timeout_is_the_services_unless_a_defect_changes_it() -> None:
     assert idle(frozenset({"never-forget"})) == NEVER_FORGET_SECONDS
 
 
+def test_only_rehash_on_restart_lets_a_process_hash_otherwise() -> None:
+    def seed(defects: frozenset[str], salt: int) -> int:
+        return plan.plan(service(), 1, "198.18.0.1", Params(), [], defects, salt=salt).seed
+
+    assert seed(frozenset(), 1) == seed(frozenset(), 2)
+    assert seed(frozenset({"rehash-on-restart"}), 1) != seed(frozenset({"rehash-on-restart"}), 2)
+
+
 def test_a_backend_is_found_unhealthy_only_after_threshold_failures_in_a_row() -> None:
     from lbconform.lab.lb.health import Checker
     from lbconform.lab.lb.plan import HealthTarget

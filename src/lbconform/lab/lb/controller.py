@@ -146,6 +146,8 @@ class Controller:
         #: The healthy backends the process before this one saved, by Service key: (uid, backend
         #: keys). Their first checkers start healthy; each entry is used by one pass and dropped.
         self.warm: dict[str, tuple[str, set[str]]] = {}
+        #: This process's own hash salt, used only under the rehash-on-restart defect.
+        self.salt = int.from_bytes(os.urandom(4), "big")
         self._load()
         self.svc_informer = Informer(api, "/api/v1/services", self._changed)
         self.slice_informer = Informer(api, "/apis/discovery.k8s.io/v1/endpointslices", self._changed)
@@ -370,10 +372,13 @@ class Controller:
         self._set_status(svc, st)
         self._update_pool(st, desired)
         self._sync_checkers(st)
+        if "rehash-on-restart" in st.defects and self.warm.get(st.key, ("",))[0] == st.uid:
+            self._forget_flows(st, None)  # the process before this one pinned them
         healthy = self._healthy(st)
         self._apply_health_change(st, healthy)
         backends = [st.pool[k] for k in healthy]
-        st.last_plan = plan.plan(svc, st.index, st.vip, params, backends, st.defects, st.last_plan)
+        st.last_plan = plan.plan(svc, st.index, st.vip, params, backends, st.defects, st.last_plan,
+                                 salt=self.salt)
         self._close_removed_listeners(st, st.last_plan)
         return st.last_plan
 

@@ -132,6 +132,10 @@ DEFECTS: Final = {d.name: d for d in (
            "after a restart, takes every backend for unhealthy until it passes `healthy-threshold` checks "
            "again, so new flows fail meanwhile",
            "a restarted LB starts from the health it last saw: no flow fails while it restarts"),
+    Defect("rehash-on-restart",
+           "after a restart, forgets every flow and hashes with a seed of its own, so established flows "
+           "move to other backends and are reset, as LB instances that share no connection table",
+           "a restarted LB keeps the flows it pinned, and hashes as it did before"),
     Defect("never-healthy-again",
            "takes a backend it ever found unhealthy (`unhealthy-threshold` failed checks in a row) for "
            "unhealthy for good",

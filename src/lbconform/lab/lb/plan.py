@@ -147,9 +147,11 @@ def pool(svc: Json, slices: list[Json], nodes: list[NodeInfo], params: Params,
 
 
 def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend],
-         defects: frozenset[str], previous: ServicePlan | None = None) -> ServicePlan:
+         defects: frozenset[str], previous: ServicePlan | None = None, salt: int = 0) -> ServicePlan:
     """Rules for the healthy ``backends`` (already ordered and filtered by health); ``previous``
-    is the Service's last plan (the sticky-* defects keep what it had)."""
+    is the Service's last plan (the sticky-* defects keep what it had); ``salt`` is the process's
+    own, which the rehash-on-restart defect mixes into the hash seed (a correct LB hashes alike
+    in every process, so a flow it forgot finds its backend again)."""
     rules = []
     if "no-spread" in defects:
         backends = backends[:1]
@@ -184,5 +186,5 @@ def plan(svc: Json, index: int, vip: str, params: Params, backends: list[Backend
         tcp_reset=(params.tcp_reset != ("wrong-idle-reset" in defects)) or "reset-on-change" in defects,
         snat=local and "snat-local" in defects,
         hairpin=params.mode != "node" and not (params.mode == "nodeport" and "no-hairpin" in defects),
-        seed=(index * 2654435761) & 0xFFFFFFFF,
+        seed=((index * 2654435761) ^ (salt if "rehash-on-restart" in defects else 0)) & 0xFFFFFFFF,
     )
