@@ -249,7 +249,7 @@ def certify(provider: str, report_dir: Path, not_supported: set[str], chaos_pass
     from tests.lab.runs import lbconform_run, outcome
 
     result = lbconform_run("--provider", provider, "--profile", "core", "--profile", "extended",
-                           "--profile", "chaos", "--allow-disruptive", "-n", "2", report_dir=report_dir)
+                           "--profile", "chaos", "--allow-disruptive", "-n", "3", report_dir=report_dir)
     assert result.returncode == 0, outcome(result)
     assert "lab booted" in result.stderr and "lab removed" in result.stderr
     doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())

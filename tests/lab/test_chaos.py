@@ -158,7 +158,7 @@ def test_disruptive_experiment_refused_without_the_switch(test_namespace: Applie
 
 
 def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> None:
-    result = lbconform_run("--profile", "chaos", "--allow-disruptive", "-n", "2", "--mode", "node",
+    result = lbconform_run("--profile", "chaos", "--allow-disruptive", "-n", "3", "--mode", "node",
                            report_dir=tmp_path)
     assert result.returncode == 0, outcome(result)
     doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
