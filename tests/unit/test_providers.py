@@ -233,6 +233,16 @@ def test_metallb_pool_is_the_announcing_node_without_health() -> None:
     assert metallb.announcing_nodes(bgp, "ns", "svc") == ["worker-1", "worker-2"]
 
 
+def test_metallb_announcing_node_is_the_status_objects_owner() -> None:
+    """An object another speaker took over names its new owner in its label only (metallb#2930)."""
+    taken_over = l2_status("worker-2", "ns", "svc")
+    taken_over["metadata"]["labels"]["metallb.io/node"] = "worker-1"
+    assert metallb.announcing_nodes([taken_over], "ns", "svc") == ["worker-1"]
+    unlabelled = l2_status("worker-2", "ns", "svc")
+    del unlabelled["metadata"]["labels"]
+    assert metallb.announcing_nodes([unlabelled], "ns", "svc") == ["worker-2"]
+
+
 def test_metallb_reads_status_objects_through_the_cluster_api() -> None:
     base = "/apis/metallb.io/v1beta1/namespaces/metallb-system/"
     api = FakeApi({"/api/v1/nodes": METALLB_NODES,

@@ -57,14 +57,26 @@ L2_STATUSES, BGP_STATUSES = "servicel2statuses", "servicebgpstatuses"
 REQUEST_ANNOTATION = "metallb.io/loadBalancerIPs"
 
 
+#: The label naming the speaker's node that owns (writes) a status object.
+OWNER_LABEL = "metallb.io/node"
+
+
 def announcing_nodes(statuses: Iterable[Mapping[str, Any]], namespace: str, name: str) -> list[str]:
-    """The nodes that ServiceL2Status / ServiceBGPStatus objects name for one Service, sorted."""
+    """The nodes that ServiceL2Status / ServiceBGPStatus objects name for one Service, sorted.
+
+    A node is the object's owner label, where it has one, before ``status.node``: in v0.15.2
+    ``status.node`` is immutable, and a speaker that takes an address over while the last
+    announcer's object still exists patches that object's labels to itself and then fails to
+    patch its status (metallb#2930, fixed in v0.16.0), so ``status.node`` may go on naming a node
+    that announces nothing. The label is what MetalLB's own status writers go by."""
     nodes = set()
     for obj in statuses:
         status = obj.get("status", {})
-        if (status.get("serviceNamespace"), status.get("serviceName")) == (namespace, name) \
-                and status.get("node"):
-            nodes.add(status["node"])
+        if (status.get("serviceNamespace"), status.get("serviceName")) != (namespace, name):
+            continue
+        node = (obj.get("metadata", {}).get("labels") or {}).get(OWNER_LABEL) or status.get("node")
+        if node:
+            nodes.add(node)
     return sorted(nodes)
 
 
