@@ -64,8 +64,7 @@ DEFECT_SUITES: dict[str, tuple[str, tuple[str, ...], Feature]] = {
                         Feature.SESSION_AFFINITY),
     "sticky-source-ranges": ("node", ("test_source_ranges::test_cleared_source_ranges_admit_everyone",),
                              Feature.SOURCE_RANGES),
-    "short-idle": ("node", (IDLE_BELOW, IDLE_MEASURED),
-                   Feature.IDLE_TIMEOUT),
+    "short-idle": ("node", (IDLE_BELOW, IDLE_MEASURED), Feature.IDLE_TIMEOUT),
     # The other three idle tests: flows the LB never forgets are never hashed again, never reset at
     # idle timeout, and live past the bracket's high end.
     "never-forget": ("node", (IDLE_RESET, IDLE_MOVED, IDLE_MEASURED), Feature.IDLE_TIMEOUT),

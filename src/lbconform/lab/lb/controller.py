@@ -372,7 +372,7 @@ class Controller:
         self._set_status(svc, st)
         self._update_pool(st, desired)
         self._sync_checkers(st)
-        if "rehash-on-restart" in st.defects and self.warm.get(st.key, ("",))[0] == st.uid:
+        if "rehash-on-restart" in st.defects and self.warm.get(st.key, ("", set()))[0] == st.uid:
             self._forget_flows(st, None)  # the process before this one pinned them
         healthy = self._healthy(st)
         self._apply_health_change(st, healthy)
