@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lbconform.lab.cluster import Lab
 from lbconform.run import RunOptions, pytest_argv
 
 BAD_INPUT = [
@@ -38,19 +38,24 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUT)
 def test_bad_input_is_one_line_and_makes_nothing(args: list[str], message: str, tmp_path: Path) -> None:
-    lab_before = Lab().dir.exists()
+    # A lab directory of this test's own: `make test` runs the lab tests beside the unit tests,
+    # and they boot and end labs at the default directory while this runs.
+    lab_dir = tmp_path / "lab"
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "lbconform.cli", "run", "--report-dir", str(tmp_path), *args],
+        [sys.executable, "-m", "lbconform.cli", "run", "--report-dir", str(report_dir), *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        env={**os.environ, "LBCONFORM_LAB_DIR": str(lab_dir)},
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("lbconform: error: ") and message in lines[0], lines
-    assert Lab().dir.exists() == lab_before
-    assert not any(tmp_path.iterdir())
+    assert not lab_dir.exists()
+    assert not any(report_dir.iterdir())
 
 
 def test_pytest_argv_carries_every_choice() -> None:
