@@ -40,7 +40,8 @@ VIP_SECONDS = 30.0
 #: pod IPs (layer 2), and has no idle timeout of its own (it forwards nothing: kube-proxy does);
 #: under policy Local its one announcing node's backend is the only one that answers, so a switch
 #: of session affinity cannot show; its ingress is ipMode VIP, so a pod's path through the LB
-#: does not exist.
+#: does not exist; a rollout of its speakers moves each address to another node and back, so the
+#: connections established before it are not held to it (its new connections and address are).
 NOT_SUPPORTED_ON_METALLB = {
     *(f"test_health_checks::{t}" for t in (
         "test_healthy_after_new_local_endpoint_ready",
@@ -59,12 +60,13 @@ NOT_SUPPORTED_ON_METALLB = {
         "test_flows_idle_beyond_the_timeout_move_after_a_change",
         "test_flows_idle_beyond_the_timeout_survive_without_a_change", "test_idle_timeout_measured",
         "test_idled_out_flows_reset_when_asked", "test_keepalive_shorter_than_idle_survives_changes")),
+    "chaos/test_lb_restart::test_restart_under_load_fails_no_request[node-agents]",
 }
 
 
-#: The chaos profile's tests: churn (3), drain and rollout (2), a node kill per traffic policy (2),
-#: the controller's and the speakers' restarts (2).
-CHAOS_TESTS = 9
+#: The chaos profile's tests that pass: churn (3), drain and rollout (2), a node kill per traffic
+#: policy (2), the controller's restart (1); the speakers' restart is not supported (above).
+CHAOS_TESTS = 8
 
 
 def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab) -> None:

@@ -266,6 +266,18 @@ def test_metallb_declares_no_health_checks_and_no_idle_timeout() -> None:
     assert Feature.EXTERNAL_TRAFFIC_POLICY_LOCAL in provider.features()
 
 
+def test_only_metallb_declares_that_restarting_its_agents_moves_the_address_and_back() -> None:
+    """MetalLB's layer-2 failback (metallb#795) is its declaration, with its source; no other
+    provider's restart test excuses established connections."""
+    claims = {}
+    for name in providers.available():
+        provider = providers.load(name)
+        claims[name] = {provider.declared_for(p).agent_restart_moves_address for p in ("Cluster", "Local")}
+    assert claims.pop("metallb") == {True}
+    assert claims and all(c == {False} for c in claims.values()), claims
+    assert "metallb#795" in providers.load("metallb").declared().notes["agent restart"]
+
+
 # --- kube-vip --------------------------------------------------------------------------------
 
 def lease(holder: str) -> dict[str, Any]:

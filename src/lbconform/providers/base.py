@@ -78,6 +78,12 @@ class Declared:
     ``Provider.ip_mode`` where it depends on the Service). ``keeps_client_address`` is False where
     backends see the LB's address instead of the client's whatever the traffic policy (a proxy
     that terminates connections: Envoy in cloud-provider-kind).
+    ``agent_restart_moves_address`` is True where restarting its per-node agents (``node_agents``)
+    moves a Service's address to another node and back while they roll (MetalLB in layer 2: a
+    speaker that stops leaves memberlist, another node announces, and the restarted one takes the
+    address back when it joins again). A connection that sends while its address is on a node
+    that never saw it is reset there, so the suites do not expect established connections to
+    live through that restart; new connections and the address are still held to it.
     """
 
     health_check_interval: float
@@ -94,6 +100,7 @@ class Declared:
     load_balancer_class: str | None = None
     ip_mode: str = IP_MODE_VIP
     keeps_client_address: bool = True
+    agent_restart_moves_address: bool = False
 
     @property
     def node_failure_window(self) -> float:

@@ -219,14 +219,16 @@ class Announcer(Provider):
 
     @staticmethod
     def announcing(failover: float, cleanup_finalizer: bool, notes: dict[str, str],
-                   local_move_gap: float = 0.0) -> Declared:
+                   local_move_gap: float = 0.0, agent_restart_moves_address: bool = False) -> Declared:
         """The declaration of such an implementation: one entry node, no health checks, no idle
-        timeout; a node's death costs ``failover`` seconds, and moving a Local Service's address
-        off a node that lost its last endpoint ``local_move_gap``."""
+        timeout; a node's death costs ``failover`` seconds, moving a Local Service's address off a
+        node that lost its last endpoint ``local_move_gap``, and a restart of its per-node agents
+        may move the address and back (``Declared.agent_restart_moves_address``)."""
         return Declared(health_check_interval=0.0, healthy_threshold=0, unhealthy_threshold=0,
                         idle_timeout=None, health_checks=False, node_failure_detection=failover,
                         entry=ENTRY_ONE_NODE, cleanup_finalizer=cleanup_finalizer, notes=notes,
-                        local_move_gap=local_move_gap)
+                        local_move_gap=local_move_gap,
+                        agent_restart_moves_address=agent_restart_moves_address)
 
     def _lab_nodes(self, what: str) -> LabNodes:
         if not on_lab(self.api):

@@ -96,14 +96,17 @@ class MetalLBProvider(Announcer):
 
     def declared(self) -> Declared:
         return self.announcing(
-            NODE_FAILOVER_SECONDS, cleanup_finalizer=False,
+            NODE_FAILOVER_SECONDS, cleanup_finalizer=False, agent_restart_moves_address=True,
             notes={"source": "MetalLB concepts (metallb.io/concepts): address allocation and L2/BGP "
                              "announcement only; no health checks, no connection tracking of its own",
                    "failover": "layer 2: memberlist detects a dead speaker and another node announces",
                    "entry": "layer 2: one node per address answers ARP/NDP (concepts/layer2.md); BGP "
                             "advertises from every eligible node, a mode this provider does not yet model",
                    "finalizer": "MetalLB's controller frees addresses itself and sets no "
-                                "service.kubernetes.io/load-balancer-cleanup finalizer"})
+                                "service.kubernetes.io/load-balancer-cleanup finalizer",
+                   "agent restart": "layer 2: a speaker stopped for an upgrade leaves memberlist, another "
+                                    "node announces its addresses, and it takes them back when it joins "
+                                    "again (metallb#795, a maintainer: the current expected behavior)"})
 
     def requestable_addresses(self) -> list[str]:
         given = [a.strip() for a in self.option("requestable-addresses").split(",") if a.strip()]
