@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from fixtures.lab import LabSession
-from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_row
-from tests.lab.runs import MODE_RUNS_AT_ONCE, ReferenceRuns, run_mode, selected_runs
+from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_row
+from tests.lab.runs import (
+    CHAOS_PROFILE,
+    MODE_RUNS_AT_ONCE,
+    ConcurrentRuns,
+    ReferenceRuns,
+    Result,
+    run_chaos_profile,
+    run_mode,
+    selected_params,
+    selected_runs,
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,3 +47,27 @@ def reference_runs(lab_session: LabSession, request: pytest.FixtureRequest,
         modes.start_all()
         rows.start_all()
         yield ReferenceRuns(modes, rows)
+
+
+def run_chaos(name: str, report_dir: Path) -> Result:
+    return run_chaos_profile(report_dir) if name == CHAOS_PROFILE else run_chaos_row(name, report_dir)
+
+
+@pytest.fixture(scope="session")
+def chaos_runs(lab_session: LabSession, request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns[Result]]:
+    """The reference LB's chaos profile and the chaos rows of ``test_suites_catch_defects.py``, all
+    started when the first test asks for one. Their node kills and restarts are ``exclusive``
+    tests, which the cluster's gate runs one at a time whichever run they belong to, so side by
+    side the runs' start-ups, the profile's other tests and their namespaces' removal overlap.
+    Nothing else may run meanwhile: the lab tests outside these runs do not take the gate."""
+    lab_session.ensure_up()
+    profile = any(getattr(item, "originalname", "") == "test_chaos_profile_passes_on_the_reference_lb"
+                  for item in request.session.items)
+    names = [*([CHAOS_PROFILE] if profile else []),
+             *selected_params(request, "test_chaos_suite_catches_defect", "defect")]
+    runs = ConcurrentRuns(tmp_path_factory.mktemp("chaos-runs"), names, run_chaos, max(len(names), 1))
+    try:
+        yield runs
+    finally:
+        runs.wait_all()

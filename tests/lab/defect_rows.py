@@ -179,6 +179,13 @@ def run_with_defect(defect: str, report_dir: Path, *args: str) -> Result:
         lb.set_defects([], run=run_id)
 
 
+def run_chaos_row(defect: str, report_dir: Path) -> Result:
+    """The chaos suite tests of a chaos row, with its defect (node mode, one test process)."""
+    tests, _ = CHAOS_DEFECT_SUITES[defect]
+    return run_with_defect(defect, report_dir, "--profile", "chaos", "--allow-disruptive", "--mode", "node",
+                           "-n", "1", "--", "-k", " or ".join(sorted({keyword(t) for t in tests})))
+
+
 def run_row(defect: str, report_dir: Path) -> Result:
     mode, tests, _ = DEFECT_SUITES[defect]
     return run_with_defect(defect, report_dir, "--profile", "core", "--profile", "extended", "--mode", mode,

@@ -92,6 +92,10 @@ class ConcurrentRuns(Generic[T]):
             for each in self.names:
                 self.runs[each] = (self.out / each, self.pool.submit(self.start, each, self.out / each))
 
+    @property
+    def started(self) -> bool:
+        return bool(self.runs)
+
     def result(self, name: str) -> tuple[T, Path]:
         self.start_all()
         report_dir, future = self.runs[name]
@@ -136,6 +140,16 @@ MODE_RUNS_AT_ONCE = 3
 #: more (with a third only for node's, nodeport's run ended 124 s after node's in a CI rehearsal).
 #: With the idle suites at a minute, a fourth: the lab's two cores were about half busy with three.
 MODE_WORKERS = {"node": 4, "nodeport": 4, "pod": 2}
+
+
+#: The name of the chaos profile's run among the chaos runs (the others are chaos rows' defects).
+CHAOS_PROFILE = "chaos-profile"
+
+
+def run_chaos_profile(report_dir: Path) -> Result:
+    """The chaos profile on the reference LB (node mode, three test processes)."""
+    return lbconform_run("--profile", "chaos", "--allow-disruptive", "-n", "3", "--mode", "node",
+                         report_dir=report_dir)
 
 
 def run_mode(mode: str, report_dir: Path) -> Result:

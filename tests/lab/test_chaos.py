@@ -29,7 +29,7 @@ from lbconform.lab.cluster import Lab
 from lbconform.providers.lab import LabProvider
 from lbconform.termination import Ordering
 from tests.lab.helpers import deploy_backend, wait_for_healthy, wait_for_vip
-from tests.lab.runs import ConcurrentRuns, lbconform_run, outcome, selected_runs
+from tests.lab.runs import CHAOS_PROFILE, ConcurrentRuns, Result, outcome, selected_runs
 
 pytestmark = pytest.mark.lab
 
@@ -157,11 +157,14 @@ def test_disruptive_experiment_refused_without_the_switch(test_namespace: Applie
     assert Lab().status().processes == before and all(before.values()), before
 
 
-def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> None:
-    result = lbconform_run("--profile", "chaos", "--allow-disruptive", "-n", "3", "--mode", "node",
-                           report_dir=tmp_path)
+def test_chaos_profile_passes_on_the_reference_lb(chaos_runs: ConcurrentRuns[Result]) -> None:
+    """The chaos profile through ``lbconform run -n 3``, beside the chaos rows of
+    test_suites_catch_defects.py (their disruptive tests one at a time through the cluster's gate);
+    the next tests start once every chaos run has ended, since they do not take the gate."""
+    result, report_dir = chaos_runs.result(CHAOS_PROFILE)
+    chaos_runs.wait_all()
     assert result.returncode == 0, outcome(result)
-    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
     chaos = next(p for p in doc["profiles"] if p["name"] == "chaos")
     # partial: the reference LB runs no per-node agents to restart
     assert chaos["result"] == "partial" and len(chaos["tests"]["passed"]) == 8, chaos
@@ -170,5 +173,5 @@ def test_chaos_profile_passes_on_the_reference_lb(lab: Lab, tmp_path: Path) -> N
     assert {"node_kill_lb_dropped_node_after", "rollout_locust_requests", "drain_locust_requests",
             "kube_proxy_restart_failed_requests", "backend_flap_failed_requests",
             "lb_restart_controller_failed_requests"} <= names
-    journals = list((tmp_path / "chaos").glob("*/journal.json"))
+    journals = list((report_dir / "chaos").glob("*/journal.json"))
     assert len(journals) == 8, journals

@@ -4,19 +4,18 @@ through ``lbconform run`` against the running lab with the defect switched on.
 
 Each row is a run of its own, its defect switched on for that run's Services only: the rows of the
 flow and pool defects run side by side, ``PARALLEL_ROWS`` at a time, beside the mode runs of
-``test_run.py``, and each row's test waits for its own run. The chaos rows kill nodes, so they run
-alone, after every other run has ended."""
+``test_run.py``, and each row's test waits for its own run. The chaos rows kill nodes and restart
+the LB: they run beside the chaos profile's run of ``test_chaos.py`` only (``chaos_runs`` in
+conftest.py), whose disruptive tests take the cluster's gate as theirs do."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 import yaml
 
 from lbconform.lab.lb.params import DEFECTS
-from tests.lab.defect_rows import CHAOS_DEFECT_SUITES, DEFECT_SUITES, keyword, run_with_defect
-from tests.lab.runs import ReferenceRuns, outcome
+from tests.lab.defect_rows import CHAOS_DEFECT_SUITES, DEFECT_SUITES
+from tests.lab.runs import ConcurrentRuns, ReferenceRuns, Result, outcome
 
 pytestmark = pytest.mark.lab
 
@@ -40,13 +39,14 @@ def test_suite_catches_defect(reference_runs: ReferenceRuns, defect: str) -> Non
 
 
 @pytest.mark.parametrize("defect", sorted(CHAOS_DEFECT_SUITES))
-def test_chaos_suite_catches_defect(reference_runs: ReferenceRuns, defect: str, tmp_path: Path) -> None:
-    reference_runs.wait_all()  # a node kill would fail the other runs' tests
+def test_chaos_suite_catches_defect(reference_runs: ReferenceRuns, chaos_runs: ConcurrentRuns[Result],
+                                    defect: str) -> None:
+    if not chaos_runs.started:  # with the chaos profile's run they start in test_chaos.py, before these
+        reference_runs.wait_all()  # a node kill would fail the other runs' tests
     tests, shows = CHAOS_DEFECT_SUITES[defect]
-    result = run_with_defect(defect, tmp_path, "--profile", "chaos", "--allow-disruptive", "--mode", "node",
-                             "-n", "1", "--", "-k", " or ".join(sorted({keyword(t) for t in tests})))
+    result, report_dir = chaos_runs.result(defect)
     assert result.returncode == 1, outcome(result)
-    doc = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    doc = yaml.safe_load((report_dir / "conformance-report.yaml").read_text())
     failed = {t for p in doc["profiles"] for t in p["tests"]["failed"]}
     assert failed == set(tests), outcome(result)
     assert any(s in result.stdout for s in shows), outcome(result)
