@@ -18,6 +18,7 @@ from tests.lab.runs import (
     Result,
     run_chaos_profile,
     run_mode,
+    selected_items,
     selected_params,
     selected_runs,
 )
@@ -62,8 +63,7 @@ def chaos_runs(lab_session: LabSession, request: pytest.FixtureRequest,
     side the runs' start-ups, the profile's other tests and their namespaces' removal overlap.
     Nothing else may run meanwhile: the lab tests outside these runs do not take the gate."""
     lab_session.ensure_up()
-    profile = any(getattr(item, "originalname", "") == "test_chaos_profile_passes_on_the_reference_lb"
-                  for item in request.session.items)
+    profile = selected_items(request, "test_chaos_profile_passes_on_the_reference_lb")
     names = [*([CHAOS_PROFILE] if profile else []),
              *selected_params(request, "test_chaos_suite_catches_defect", "defect")]
     runs = ConcurrentRuns(tmp_path_factory.mktemp("chaos-runs"), names, run_chaos, max(len(names), 1))

@@ -70,10 +70,15 @@ def lbconform_cli(*args: str) -> Result:
                           timeout=RUN_SECONDS, check=False)
 
 
+def selected_items(request: pytest.FixtureRequest, test: str) -> list[pytest.Item]:
+    """The items of ``test`` this session runs (after -k and friends)."""
+    return [item for item in request.session.items if getattr(item, "originalname", "") == test]
+
+
 def selected_params(request: pytest.FixtureRequest, test: str, param: str) -> list[str]:
-    """The values of ``param`` of the items of ``test`` this session runs (after -k and friends)."""
-    return [item.callspec.params[param] for item in request.session.items
-            if getattr(item, "originalname", "") == test and hasattr(item, "callspec")]
+    """The values of ``param`` of the items of ``test`` this session runs."""
+    return [item.callspec.params[param] for item in selected_items(request, test)
+            if hasattr(item, "callspec")]
 
 
 class ConcurrentRuns(Generic[T]):
