@@ -150,21 +150,30 @@ def run_id(config: pytest.Config) -> str:
 
 
 def share_lock(config: pytest.Config) -> Path:
-    """The file whose flock lets ``exclusive`` suite tests have the cluster alone. There is one per
-    cluster (its apiserver's address), not per run, so that runs against one cluster from this
-    machine at the same time wait for each other's exclusive tests too; it is never removed,
-    since another run may hold it."""
-    return Path(tempfile.gettempdir()) / f"lbconform-cluster-{_cluster_digest(config)}.lock"
+    """The file whose flock lets ``exclusive`` suite tests have the cluster alone (``share_lock_of``
+    the run's apiserver)."""
+    return share_lock_of(_cluster_host(config))
+
+
+def share_lock_of(host: str) -> Path:
+    """The share lock of the cluster whose apiserver is ``host``. There is one per cluster, not per
+    run, so that runs against one cluster from this machine at the same time wait for each other's
+    exclusive tests too (and so may other programs that change what the runs see, such as the lab
+    tests beside the reference runs); it is never removed, since another run may hold it."""
+    return Path(tempfile.gettempdir()) / f"lbconform-cluster-{_digest(host)}.lock"
 
 
 def claims_dir(config: pytest.Config) -> Path:
     """Where the runs against one cluster from this machine claim requestable addresses
     (``lbconform.claims``); like the share lock, one per cluster, never removed."""
-    return Path(tempfile.gettempdir()) / f"lbconform-claims-{_cluster_digest(config)}"
+    return Path(tempfile.gettempdir()) / f"lbconform-claims-{_digest(_cluster_host(config))}"
 
 
-def _cluster_digest(config: pytest.Config) -> str:
-    host = str(session_target(config).api.api.configuration.host)
+def _cluster_host(config: pytest.Config) -> str:
+    return str(session_target(config).api.api.configuration.host)
+
+
+def _digest(host: str) -> str:
     return hashlib.sha256(host.encode()).hexdigest()[:16]
 
 

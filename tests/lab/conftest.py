@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.lab import LabSession
+from lbconform.lab.cluster import Lab
+from lbconform.pytest_plugin import cluster_share, share_lock_of
 from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_row
 from tests.lab.runs import (
     CHAOS_PROFILE,
@@ -23,6 +25,35 @@ from tests.lab.runs import (
     selected_runs,
 )
 
+#: The tests that read the reference runs' results (``reference_runs``).
+MODE_TEST, ROW_TEST = "test_core_and_extended_pass_on_the_reference_lb", "test_suite_catches_defect"
+
+#: The order of a session's lab tests: the lifecycle tests boot their own labs, so they go before
+#: the shared lab exists; then the reference runs start, and the tests that may go on beside them
+#: do; then the tests that read the runs' results; then the rest, once the runs have ended.
+LIFECYCLE, BESIDE_RUNS, RUN_RESULTS, AFTER_RUNS = range(4)
+
+_REFERENCE_RUNS = pytest.StashKey[ReferenceRuns]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "beside_runs: may go on while the reference runs do (the module's tests change only what "
+                   "they make, and hold the cluster's share as a suite test does)")
+    config.addinivalue_line(
+        "markers", "alone: in a beside_runs module, waits until the reference runs have ended: it changes "
+                   "what every test sees (restarts the LB, labels a node) or times the LB to the second")
+
+
+def phase(item: pytest.Item) -> int:
+    if item.get_closest_marker("lab_lifecycle"):
+        return LIFECYCLE
+    if item.get_closest_marker("beside_runs") and not item.get_closest_marker("alone"):
+        return BESIDE_RUNS
+    if getattr(item, "originalname", "") in (MODE_TEST, ROW_TEST):
+        return RUN_RESULTS
+    return AFTER_RUNS
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if os.geteuid() != 0:
@@ -30,24 +61,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for item in items:
             if "tests/lab" in str(item.fspath):
                 item.add_marker(skip)
-    # Lifecycle tests boot their own labs: run them before the shared lab exists.
-    items.sort(key=lambda i: 0 if i.get_closest_marker("lab_lifecycle") else 1)
+    items.sort(key=phase)
+
+
+@pytest.fixture(autouse=True)
+def _in_its_phase(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that goes on beside the reference runs starts them (if this session has not yet) and
+    holds the cluster's share meanwhile, as the runs' own tests do: a run's ``exclusive`` test
+    (a node excluded or tainted) waits for it, and it for that test. A test after the runs waits
+    until every one has ended."""
+    item = request.node
+    if phase(item) == BESIDE_RUNS:
+        request.getfixturevalue("reference_runs")
+        lab: Lab = request.getfixturevalue("lab")
+        with cluster_share(share_lock_of(str(lab.api().api.configuration.host)), exclusive=False):
+            yield
+        return
+    runs = item.config.stash.get(_REFERENCE_RUNS, None)
+    if phase(item) == AFTER_RUNS and runs is not None:
+        runs.wait_all()
+    yield
 
 
 @pytest.fixture(scope="session")
 def reference_runs(lab_session: LabSession, request: pytest.FixtureRequest,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceRuns]:
-    """The selected mode runs and defect rows, all started when the first test asks for one: they
-    mostly wait on the LB's and the suites' timers, so side by side they take little longer than
-    the mode runs alone. Each set is waited for at the end of the session."""
+    """The selected mode runs and defect rows, all started when the first test asks for one (the
+    first test that goes on beside them, or the first that reads a result): they mostly wait on the
+    LB's and the suites' timers, so side by side they take little longer than the mode runs alone.
+    Each set is waited for at the end of the session."""
     lab_session.ensure_up()
-    with selected_runs(request, tmp_path_factory, "test_core_and_extended_pass_on_the_reference_lb", "mode",
-                       run_mode, MODE_RUNS_AT_ONCE) as modes, \
-            selected_runs(request, tmp_path_factory, "test_suite_catches_defect", "defect", run_row,
-                          PARALLEL_ROWS, weight=row_weight) as rows:
+    with selected_runs(request, tmp_path_factory, MODE_TEST, "mode", run_mode, MODE_RUNS_AT_ONCE) as modes, \
+            selected_runs(request, tmp_path_factory, ROW_TEST, "defect", run_row, PARALLEL_ROWS,
+                          weight=row_weight) as rows:
         modes.start_all()
         rows.start_all()
-        yield ReferenceRuns(modes, rows)
+        runs = request.config.stash[_REFERENCE_RUNS] = ReferenceRuns(modes, rows)
+        yield runs
 
 
 def run_chaos(name: str, report_dir: Path) -> Result:

@@ -1,4 +1,7 @@
-"""The reference load balancer does what a correct cloud LB does, in each backend mode."""
+"""The reference load balancer does what a correct cloud LB does, in each backend mode.
+
+These tests go on beside the reference runs (``beside_runs``, tests/lab/conftest.py), except those
+marked ``alone``: a restart of the LB, and the two that time it to the second."""
 
 from __future__ import annotations
 
@@ -35,11 +38,12 @@ from tests.lab.helpers import (
     wait_for_vip,
 )
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.beside_runs]
 
 MODES = ("node", "nodeport", "pod")
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("mode", MODES)
 def test_vip_within_two_seconds_and_every_endpoint_served(test_namespace: Applier, mode: str) -> None:
     api, ns = test_namespace.api, test_namespace.namespace
@@ -203,6 +207,7 @@ def test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints(test_na
         assert body.rsplit(":", 1)[0] == topo.CLIENT_IP
 
 
+@pytest.mark.alone
 def test_node_leaves_the_healthy_set_after_interval_times_threshold(test_namespace: Applier) -> None:
     api, ns = test_namespace.api, test_namespace.namespace
     assert ns
@@ -354,6 +359,7 @@ def test_pod_mode_health_checks(test_namespace: Applier, protocol: str, path: st
     assert len(lb["healthy"]) == healthy, lb["pool"]
 
 
+@pytest.mark.alone
 def test_restart_keeps_health_and_address(test_namespace: Applier) -> None:
     """A restarted LB starts from the health it saved: the healthy set and the address are the
     old ones from its first pass, new connections are served at once, and connections established

@@ -1,8 +1,10 @@
 """Every defect of the reference LB changes the behaviour it names.
 
 The tests in test_lb.py show the correct behaviour; each test here switches one defect on
-through the LB's state API and shows the behaviour change, so that the conformance suites
-can later be checked against these defects. ``DEFECT_TESTS`` is the table of defect ->
+through the LB's state API, for the Services of this session's tests only, and shows the
+behaviour change, so that the conformance suites can later be checked against these defects.
+So they go on beside the reference runs, which meet a correct LB (``beside_runs``), except those
+marked ``alone``, which restart the LB or label a node. ``DEFECT_TESTS`` is the table of defect ->
 test; ``test_every_defect_has_a_test`` keeps it complete.
 """
 
@@ -45,7 +47,7 @@ from tests.lab.helpers import (
     wait_for_vip,
 )
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.beside_runs]
 
 HC_INTERVAL, HC_UNHEALTHY = Params().hc_interval, Params().hc_unhealthy
 
@@ -121,15 +123,17 @@ def test_every_defect_has_a_test() -> None:
 
 
 @pytest.fixture
-def defect(request: pytest.FixtureRequest, lab: object) -> Iterator[str]:
+def defect(request: pytest.FixtureRequest, lab: object, run_id: str) -> Iterator[str]:
+    """The defect, switched on for the Services of this session's tests only (they carry its run
+    id), so the reference runs going on beside meet the LB as it should be."""
     name = request.param
     lb = LabLB()
-    before = lb.defects()
-    lb.set_defects([name])
+    before = lb.defects(run=run_id)
+    lb.set_defects([name], run=run_id)
     try:
         yield name
     finally:
-        lb.set_defects(before)
+        lb.set_defects(before, run=run_id)
 
 
 def with_defect(name: str) -> pytest.MarkDecorator:
@@ -363,6 +367,7 @@ def test_drop_udp_on_mixed_answers_tcp_only(defect: str, test_namespace: Applier
         udp_from(vip, 80)
 
 
+@pytest.mark.alone
 @with_defect("ignore-exclusion-label")
 def test_ignore_exclusion_label_keeps_the_node(defect: str, test_namespace: Applier) -> None:
     add_label(test_namespace.api, "node-3", "lbdefects", EXCLUDE_LABEL)
@@ -435,6 +440,7 @@ def test_serial_provisioning_gives_addresses_a_second_apart(defect: str, test_na
     assert seen[-1] - seen[0] >= 2 * SERIAL_PROVISIONING_SECONDS - INTERVAL, got.times()
 
 
+@pytest.mark.alone
 @with_defect("cold-restart")
 def test_cold_restart_forgets_the_healthy_backends(defect: str, test_namespace: Applier) -> None:
     r = restart_the_lb_under_local_policy(test_namespace)
@@ -443,6 +449,7 @@ def test_cold_restart_forgets_the_healthy_backends(defect: str, test_namespace: 
     assert 200 not in r.answers[:3], r.answers
 
 
+@pytest.mark.alone
 @with_defect("rehash-on-restart")
 def test_rehash_on_restart_moves_established_flows(defect: str, test_namespace: Applier) -> None:
     # Each of the 20 flows is hashed again over the two nodes with a new seed: about half move to
