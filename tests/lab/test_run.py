@@ -13,6 +13,7 @@ import yaml
 from lbconform.lab.cluster import Lab
 from lbconform.report import schema
 from tests.lab.defect_rows import PROXY_PATH, VIP_PATH
+from tests.lab.helpers import not_supported_with_reasons
 from tests.lab.runs import ReferenceRuns, lbconform_cli, lbconform_run, outcome
 
 pytestmark = pytest.mark.lab
@@ -60,7 +61,7 @@ def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, reference_runs: Re
     not_supported = set()
     for p in profiles.values():
         assert p["statistics"]["failed"] == 0 and p["statistics"]["skipped"] == 0, p
-        not_supported |= set(p["tests"]["notSupported"])
+        not_supported |= not_supported_with_reasons(p)
     assert not_supported == NOT_SUPPORTED_IN_MODE[mode]
     assert doc["target"] == {"kind": "lab", "kubernetesVersion": "v1.36.3",  # type: ignore[comparison-overlap]
                              "nodes": ["node-1", "node-2", "node-3"], "provider": "lab", "mode": mode}

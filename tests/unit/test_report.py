@@ -46,9 +46,9 @@ def run_info(profiles: tuple[str, ...] = ("core", "extended")) -> RunInfo:
         timeouts={"lb_create": 60.0, "request": 3.0})
 
 
-def result(name: str, outcome: str, *features: str) -> TestResult:
+def result(name: str, outcome: str, *features: str, message: str = "") -> TestResult:
     return TestResult(nodeid=f"suites/test_x.py::{name}", name=f"test_x::{name}", description="",
-                      features=features, outcome=outcome, duration=1.0)
+                      features=features, outcome=outcome, duration=1.0, message=message)
 
 
 # --- model ------------------------------------------------------------------------------------------
@@ -107,8 +107,8 @@ def sample_report() -> dict[str, Any]:
     results = [
         result("a", "passed", CORE),
         result("b", "passed", CORE, LOCAL),
-        result("c", "failed", LOCAL),
-        result("d", "not-supported", EXT),
+        result("c", "failed", LOCAL, message="AssertionError: 3 of 20 requests failed"),
+        result("d", "not-supported", EXT, message="not supported: the provider declares no pod pool"),
         result("e", "skipped", "SessionAffinity"),
         result("f", "passed", CORE, CHAOS),   # core and chaos: chaos is not selected
         result("g", "passed", CHAOS),
@@ -132,6 +132,9 @@ def test_build_aggregates_tests_and_features_per_selected_profile() -> None:
     assert core["statistics"] == {"passed": 2, "failed": 1, "errors": 0, "skipped": 0, "notSupported": 0}
     assert core["features"] == {"passed": [CORE], "failed": [LOCAL], "errors": [], "skipped": [],
                                 "notSupported": []}
+    # Why each test that did not pass did not, where its result says (e was skipped without a word).
+    assert core["reasons"] == {"test_x::c": "AssertionError: 3 of 20 requests failed"}
+    assert ext["reasons"] == {"test_x::d": "not supported: the provider declares no pod pool"}
     assert ext["result"] == "partial"
     assert ext["statistics"] == {"passed": 0, "failed": 0, "errors": 0, "skipped": 1, "notSupported": 1}
     assert ext["features"] == {"passed": [], "failed": [], "errors": [], "skipped": ["SessionAffinity"],
@@ -248,6 +251,11 @@ def test_statistics_must_add_up_and_a_test_has_one_result() -> None:
     problems = schema.check_statistics(doc)
     assert "profiles[0].tests: 'test_x::a' is in both passed and failed" in problems
     assert "profiles[0].statistics.failed: 1 but profiles[0].tests.failed lists 2 test(s)" in problems
+    doc = tampered(lambda d: d["profiles"][0]["reasons"].update({"test_x::a": "x", "test_x::z": "y"}))
+    assert schema.validate(doc) == []
+    assert schema.check_statistics(doc) == [
+        "profiles[0].reasons: 'test_x::a' is not a test of the profile that did not pass",
+        "profiles[0].reasons: 'test_x::z' is not a test of the profile that did not pass"]
     assert schema.check_statistics({"profiles": [None, {"tests": {}}]}) == []
     assert schema.check_statistics("not a report") == []
 
@@ -605,7 +613,8 @@ def test_summary_lists_profiles_features_failures_and_the_datasheet(tmp_path: Pa
     assert "| core | **failure** | 2 | 1 | 0 | 0 | 0 |\n" in text
     assert "| extended | **partial** | 0 | 0 | 0 | 1 | 1 |" in text
     assert "| ExternalTrafficPolicyLocal | failed |" in text and "| BackendPool | not supported |" in text
-    assert "Failed:\n\n- `test_x::c`" in text and "Not supported:\n\n- `test_x::d`" in text
+    assert "Failed:\n\n- `test_x::c`: AssertionError: 3 of 20 requests failed\n" in text
+    assert "Not supported:\n\n- `test_x::d`: not supported: the provider declares no pod pool\n" in text
     assert text.rstrip().endswith("| resets |") and "## Datasheet" in text
 
 

@@ -20,6 +20,9 @@ How results are aggregated:
   ``notSupported`` if all were not supported, and ``skipped`` otherwise (some skipped, or a
   mix of passed and not run).
 - ``statistics`` counts the tests in each list of ``tests``.
+- ``reasons`` gives, for each of the profile's tests that did not pass, the one line that says
+  why (the failure, or the reason it was skipped or not supported), so that a reader of the
+  submitted report alone knows what an implementation does not claim and on what grounds.
 """
 
 from __future__ import annotations
@@ -128,6 +131,8 @@ def _profile(name: str, results: list[TestResult], interrupted: bool) -> dict[st
         "result": INTERRUPTED if interrupted else profile_result(r.outcome for r in members),
         "statistics": {key: len(names) for key, names in tests.items()},
         "tests": {key: sorted(names) for key, names in tests.items()},
+        "reasons": {r.name: r.message for r in sorted(members, key=lambda r: r.name)
+                    if r.outcome != PASSED and r.message},
         "features": {key: sorted(names) for key, names in features.items()},
     }
 

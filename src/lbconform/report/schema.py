@@ -66,7 +66,8 @@ def not_a_report(doc: Any) -> str | None:
 
 
 def check_statistics(doc: Any) -> list[str]:
-    """Each profile's statistics equal the lengths of its test lists; no test is in two lists.
+    """Each profile's statistics equal the lengths of its test lists; no test is in two lists; a
+    reason is given only for a test the profile lists as not passed.
 
     Parts the schema would reject (a missing list, a profile that is no mapping) are passed
     over: ``validate`` reports those.
@@ -94,6 +95,11 @@ def check_statistics(doc: Any) -> list[str]:
                 if name in seen and seen[name] != key:
                     problems.append(f"profiles[{i}].tests: {name!r} is in both {seen[name]} and {key}")
                 seen.setdefault(name, key)
+        reasons = profile.get("reasons")
+        for name in reasons if isinstance(reasons, dict) else ():
+            if seen.get(name, "passed") == "passed":
+                problems.append(f"profiles[{i}].reasons: {name!r} is not a test of the profile "
+                                "that did not pass")
     return problems
 
 

@@ -2,7 +2,8 @@
 
 It is rendered from the conformance report (never from pytest's state), so the summary and the
 submitted report cannot disagree: per profile its result and counts, per feature the outcome,
-the tests that failed or were not supported, then the datasheet's measurements.
+the tests that failed or were not supported, each with the reason the report gives, then the
+datasheet's measurements.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ def render(doc: dict[str, Any], datasheet: str | None = None) -> str:
         features = p.get("features") or {}
         for key, label in OUTCOMES:
             out += [f"| {f} | {label} |" for f in features.get(key) or []]
-        tests = p.get("tests") or {}
+        tests, reasons = p.get("tests") or {}, p.get("reasons") or {}
         for key, label in OUTCOMES[1:]:
             if tests.get(key):
-                out += ["", f"{label.capitalize()}:", ""] + [f"- `{t}`" for t in tests[key]]
+                out += ["", f"{label.capitalize()}:", ""] + [
+                    f"- `{t}`: {reasons[t]}" if reasons.get(t) else f"- `{t}`" for t in tests[key]]
     if datasheet:
         body = datasheet.split("\n", 1)[1] if datasheet.startswith("# ") else datasheet
         out += ["", "## Datasheet", "", body.strip()]
