@@ -71,14 +71,15 @@ def _in_its_phase(request: pytest.FixtureRequest) -> Iterator[None]:
     (a node excluded or tainted) waits for it, and it for that test. A test after the runs waits
     until every one has ended."""
     item = request.node
-    if phase(item) == BESIDE_RUNS:
+    its_phase = phase(item)
+    if its_phase == BESIDE_RUNS:
         request.getfixturevalue("reference_runs")
         lab: Lab = request.getfixturevalue("lab")
         with cluster_share(share_lock_of(str(lab.api().api.configuration.host)), exclusive=False):
             yield
         return
     runs = item.config.stash.get(_REFERENCE_RUNS, None)
-    if phase(item) == AFTER_RUNS and runs is not None:
+    if its_phase == AFTER_RUNS and runs is not None:
         runs.wait_all()
     yield
 

@@ -623,3 +623,17 @@ def test_summary_without_a_report_says_what_to_run(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == (f"lbconform: error: no conformance-report.yaml in {tmp_path}/: run "
                                    "`lbconform run` first, or name its --report-dir")
+
+
+def test_the_lab_tests_refuse_a_not_supported_test_without_a_reason() -> None:
+    """``not_supported_with_reasons``, which the lab's certifications and mode runs call: a
+    provider that raises ``NotSupported()`` with nothing to say fails them."""
+    from tests.lab.helpers import not_supported_with_reasons
+
+    said = result("d", "not-supported", EXT, message="not supported: the provider declares no pod pool")
+    silent = result("h", "not-supported", EXT, message="not supported:")
+    ext = conformance.build([said], [], run_info())["profiles"][1]
+    assert not_supported_with_reasons(ext) == {"test_x::d"}
+    ext = conformance.build([said, silent], [], run_info())["profiles"][1]
+    with pytest.raises(AssertionError, match=r"without a reason: \['test_x::h'\]"):
+        not_supported_with_reasons(ext)
