@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # chromium renders the HTML report in tests/unit/test_html_report.py (headless, no Playwright).
 DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps chromium
 STAMP  := $(VENV)/.installed
-# Shared with src/lbconform/lab/build.py: built binaries and the Allure CLI live outside the repo.
+# Shared with src/lbconform_lab/build.py: built binaries and the Allure CLI live outside the repo.
 LBCONFORM_CACHE ?= $(HOME)/.cache/lbconform
 # Allure 3 (npm `allure`) builds the HTML report with node alone; Allure 2 would need a JRE.
 # Keep equal to ALLURE_VERSION in src/lbconform/report/html.py (a unit test checks).
@@ -41,10 +41,12 @@ debs:
 # --no-compile: Python compiles what a process imports, once, as it imports it; compiling every
 # installed package up front took 18 s of the install's 51 s here.
 python: $(STAMP)
-$(STAMP): pyproject.toml
+# Two distributions: the harness (lbconform, for any cluster) and the lab (lbconform-lab, the
+# hermetic cluster it runs against when no kubeconfig is named).
+$(STAMP): pyproject.toml lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q --no-compile -e '.[dev]'
+	$(BIN)/pip install -q --no-compile -e '.[dev]' -e ./lab
 	touch $(STAMP)
 
 # MetalLB and kube-vip too: the lab tests certify them (lab up --lb metallb|kube-vip), and each
@@ -69,7 +71,7 @@ lab: setup
 	$(BIN)/pytest tests/lab -p no:cacheprovider
 
 lint: python
-	$(BIN)/ruff check src tests fixtures suites conftest.py
+	$(BIN)/ruff check src lab/src tests fixtures suites conftest.py
 
 types: python
 	$(BIN)/mypy

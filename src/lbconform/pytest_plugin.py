@@ -27,18 +27,19 @@ from typing import Any
 
 import pytest
 
-from lbconform import progress
+from lbconform import options, progress
 from lbconform.features import PROFILES, Feature, parse_features, test_profile
+from lbconform.report.model import (
+    DESCRIPTION_PROPERTY,
+    ERROR_PROPERTY,
+    FEATURES_PROPERTY,
+    NOT_SUPPORTED,
+    NOT_SUPPORTED_TEXT,
+    RESULT_PROPERTY,
+)
 
 log = logging.getLogger(__name__)
 
-NOT_SUPPORTED = "not supported"
-RESULT_PROPERTY = "lbconform.result"
-#: A phase (setup, call, teardown) that broke on something other than an assertion: the cluster's
-#: API, the network to it, the lab or the harness. Its value is the phase.
-ERROR_PROPERTY = "lbconform.error"
-FEATURES_PROPERTY = "lbconform.features"
-DESCRIPTION_PROPERTY = "lbconform.description"
 SUITES_DIR = "suites"
 
 #: Callables a test's fixtures register; on failure each one's result is attached.
@@ -52,34 +53,9 @@ _TARGET = pytest.StashKey[Any]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lbconform")
-    group.addoption("--provider", default="lab", help="the LB implementation's provider (default: lab)")
-    group.addoption("--profile", action="append", default=[], choices=sorted(PROFILES),
-                    help="profile to run (repeatable; default: core)")
-    group.addoption("--features", action="append", default=[], metavar="FEATURE",
-                    help="claim a feature the provider does not declare (repeatable)")
-    group.addoption("--exempt-features", action="append", default=[], metavar="FEATURE",
-                    help="do not claim this feature: its tests report not supported (repeatable)")
-    group.addoption("--kubeconfig", default=None,
-                    help="target this cluster (default: the running lab)")
-    group.addoption("--context", default=None, help="the kubeconfig context to use")
-    group.addoption("--lbconform-timeout", action="append", default=[], metavar="NAME=DURATION",
-                    help="override one of the named timeouts (repeatable), e.g. lb_create=10m")
-    group.addoption("--client-address", default=None,
-                    help="the client's address as the backends should see it (when a NAT is in between)")
-    group.addoption("--run-id", default=None, help="label value of everything this run creates")
-    group.addoption("--mode", default=None,
-                    help="the implementation's mode, as the provider names them (lab: node, nodeport, pod)")
-    group.addoption("--provider-option", action="append", default=[], metavar="NAME=VALUE",
-                    help="an option of the provider (repeatable), e.g. resourceGroup=mc_rg")
-    group.addoption("--allow-disruptive", action="store_true", default=False,
-                    help="run the disruptive tests (they kill, drain and restart the nodes they name)")
+    options.add_all(group.addoption, pytest=True)
     group.addoption("--report-dir", default=None,
                     help="write conformance-report.yaml and datasheet.md here when the run ends")
-    for name, what in (("organization", "who makes the implementation"), ("project", "its name"),
-                       ("url", "where it lives"), ("version", "the version under test")):
-        group.addoption(f"--implementation-{name}", default="", help=f"for the report: {what}")
-    group.addoption("--implementation-contact", action="append", default=[],
-                    help="for the report: who to ask about it (repeatable)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,7 +86,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def selected_profiles(config: pytest.Config) -> list[str]:
-    return list(config.getoption("--profile") or ["core"])
+    profiles = list(config.getoption("--profile") or ["core"])
+    unknown = [p for p in profiles if p not in PROFILES]
+    if unknown:
+        raise pytest.UsageError(f"unknown profile {unknown[0]!r}: profiles are {', '.join(PROFILES)}")
+    return profiles
 
 
 def run_info(config: pytest.Config) -> Any:
@@ -119,11 +99,12 @@ def run_info(config: pytest.Config) -> Any:
 
     target = session_target(config)
     provider = target.provider
-    opt = config.getoption
+    def opt(dest: str) -> Any:
+        return options.get(config.getoption, dest)
+
     return RunInfo(
-        implementation=Implementation(opt("--implementation-organization"), opt("--implementation-project"),
-                                      opt("--implementation-url"), opt("--implementation-version"),
-                                      tuple(opt("--implementation-contact"))),
+        implementation=Implementation(opt("organization") or "", opt("project") or "", opt("url") or "",
+                                      opt("implementation_version") or "", tuple(opt("contact"))),
         provider=provider.name, mode=provider.mode or "default", target=target.kind,
         kubernetes_version=target.kubernetes_version(), nodes=tuple(sorted(target.node_addresses())),
         date=utc_now(), lbconform_version=lbconform_version(), run_id=run_id(config),
@@ -242,9 +223,16 @@ def exclusive_from_start(item: pytest.Item) -> bool:
 
 def load_provider(config: pytest.Config) -> Any:
     from lbconform import providers
+    from lbconform.errors import UsageError
+    from lbconform.localcluster import the_local_cluster
 
     try:
-        provider = providers.load(config.getoption("--provider"))
+        name = config.getoption("--provider")
+        if not name:
+            if config.getoption("--kubeconfig"):
+                raise UsageError("with --kubeconfig, name the implementation's provider with --provider")
+            name = the_local_cluster().default_provider
+        provider = providers.load(name)
         mode = config.getoption("--mode")
         if mode is not None:
             provider.set_mode(mode)
@@ -262,6 +250,7 @@ def session_target(config: pytest.Config) -> Any:
             load_provider(config), kubeconfig=config.getoption("--kubeconfig"),
             context=config.getoption("--context"), timeout_overrides=config.getoption("--lbconform-timeout"),
             client_address=config.getoption("--client-address"),
+            client_netns=config.getoption("--client-netns"),
             provider_options=config.getoption("--provider-option"))
     return config.stash[_TARGET]
 
@@ -320,7 +309,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                                     "run with --allow-disruptive"))
         elif missing:
             item.user_properties.append((RESULT_PROPERTY, NOT_SUPPORTED))
-            item.add_marker(pytest.mark.skip(reason=f"{NOT_SUPPORTED}: {', '.join(missing)}"))
+            item.add_marker(pytest.mark.skip(reason=f"{NOT_SUPPORTED_TEXT}: {', '.join(missing)}"))
         keep.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
@@ -359,7 +348,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.excinfo is not None and call.excinfo.errisinstance(NotSupported):
         item.user_properties.append((RESULT_PROPERTY, NOT_SUPPORTED))
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"{NOT_SUPPORTED}: {call.excinfo.value}")
+        why = f"{NOT_SUPPORTED_TEXT}: {call.excinfo.value}"
+        report.longrepr = (str(item.path), item.location[1] or 0, why)
         report.user_properties = list(item.user_properties)
     elif report.failed:
         assertion = (AssertionError, pytest.fail.Exception)

@@ -2,9 +2,10 @@
 
 Input is checked before anything is made (provider, mode, profiles, features, timeouts,
 kubeconfig), so a mistake costs one line and no lab. Without ``--kubeconfig`` the target is
-the lab: a running lab is used as it is and left running; otherwise one is booted for the
-run and removed afterwards unless ``keep_lab``. pytest runs as a child process (with
-pytest-xdist when ``workers`` > 1), so that the suites' imports never mix with this one's.
+the local cluster (``lbconform.localcluster``: the lab): a running one is used as it is and
+left running; otherwise one is booted for the run and removed afterwards unless ``keep_lab``.
+pytest runs as a child process (with pytest-xdist when ``workers`` > 1), so that the suites'
+imports never mix with this one's.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from typing import Any
 
 import yaml
 
-from lbconform import preflight, progress, providers
+from lbconform import options, preflight, progress, providers
 from lbconform.errors import UsageError
 from lbconform.features import PROFILES, parse_features
+from lbconform.localcluster import the_local_cluster
+from lbconform.nsexec import netns_exists
 from lbconform.resources import data_dir
 
 log = logging.getLogger(__name__)
@@ -44,87 +47,95 @@ EXIT_ERRORS = 3
 
 @dataclass
 class RunOptions:
+    """The run's choices: one field per option of ``lbconform.options`` (by its dest), and the
+    ones that stay with ``lbconform run``."""
+
     kubeconfig: str | None = None
     context: str | None = None
-    provider: str = "lab"
+    provider: str | None = None
     mode: str | None = None
-    profiles: list[str] = field(default_factory=lambda: ["core"])
+    provider_option: list[str] = field(default_factory=list)
+    profile: list[str] = field(default_factory=lambda: ["core"])
     features: list[str] = field(default_factory=list)
     exempt_features: list[str] = field(default_factory=list)
-    timeouts: list[str] = field(default_factory=list)
-    provider_options: list[str] = field(default_factory=list)
+    timeout: list[str] = field(default_factory=list)
+    allow_disruptive: bool = False
+    client_address: str | None = None
+    client_netns: str | None = None
+    run_id: str | None = None
+    organization: str | None = None
+    project: str | None = None
+    url: str | None = None
+    implementation_version: str | None = None
+    contact: list[str] = field(default_factory=list)
+    # lbconform run's own
     workers: int = 2
     report_dir: Path = Path("reports")
     keep_lab: bool = False
-    allow_disruptive: bool = False
-    client_address: str | None = None
-    run_id: str | None = None
-    implementation: dict[str, str] = field(default_factory=dict)
-    contacts: list[str] = field(default_factory=list)
     pytest_args: list[str] = field(default_factory=list)
 
 
-def validate(opts: RunOptions) -> None:
-    """Every mistake a user can make on the command line, found before anything is made."""
+def provider_name(opts: RunOptions) -> str:
+    """The provider the user named; without one, the local cluster's own (a run with
+    ``--kubeconfig`` must name one: the harness cannot guess a cluster's implementation)."""
+    if opts.provider:
+        return opts.provider
+    if opts.kubeconfig:
+        raise UsageError("with --kubeconfig, name the implementation's provider with --provider "
+                         f"(installed: {', '.join(sorted(providers.available()))}; generic fits any)")
+    return the_local_cluster().default_provider
+
+
+def validate(opts: RunOptions) -> RunOptions:
+    """Every mistake a user can make on the command line, found before anything is made; the
+    options with the provider resolved."""
     from lbconform.target import parse_options
 
+    if opts.context and not opts.kubeconfig:
+        raise UsageError("--context needs --kubeconfig")
+    opts = dataclasses.replace(opts, provider=provider_name(opts))
+    assert opts.provider is not None
     provider = providers.load(opts.provider)
     if opts.mode is not None:
         provider.set_mode(opts.mode)
-    provider.configure(None, parse_options(opts.provider_options))
-    unknown = [p for p in opts.profiles if p not in PROFILES]
+    provider.configure(None, parse_options(opts.provider_option))
+    provider.check_target(bool(opts.kubeconfig))
+    unknown = [p for p in opts.profile if p not in PROFILES]
     if unknown:
         raise UsageError(f"unknown profile {unknown[0]!r}: profiles are {', '.join(PROFILES)}")
     try:
         parse_features(opts.features + opts.exempt_features)
-        provider.timeouts().with_overrides(opts.timeouts)
+        provider.timeouts().with_overrides(opts.timeout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if opts.workers < 1:
         raise UsageError(f"-n {opts.workers}: the number of test processes must be at least 1")
     if opts.kubeconfig and not Path(opts.kubeconfig).expanduser().is_file():
         raise UsageError(f"--kubeconfig {opts.kubeconfig}: no such file")
-    if opts.kubeconfig and opts.provider == "lab":
-        raise UsageError("the lab provider reads the lab's own load balancer: with --kubeconfig, name the "
-                         "cluster's provider with --provider (kind, metallb, generic, ...)")
+    if opts.client_netns and not netns_exists(opts.client_netns):
+        raise UsageError(f"--client-netns {opts.client_netns}: no such network namespace on this machine "
+                         "(`ip netns list` names them)")
     if opts.run_id is not None and not RUN_ID.fullmatch(opts.run_id):
         raise UsageError(f"--run-id {opts.run_id!r}: use 1 to 16 lowercase letters and digits")
-    if opts.context and not opts.kubeconfig:
-        raise UsageError("--context needs --kubeconfig")
-    if "chaos" in opts.profiles and not opts.allow_disruptive:
+    if "chaos" in opts.profile and not opts.allow_disruptive:
         raise UsageError("the chaos profile kills, drains and restarts nodes: "
                          "add --allow-disruptive to run it")
+    return opts
 
 
 def pytest_argv(opts: RunOptions) -> list[str]:
     report_dir = opts.report_dir.resolve()
     # Locust's pytest plugin stays out: Locust runs only as its own process.
     argv = [sys.executable, "-m", "pytest", str(data_dir("suites")), "-p", "no:cacheprovider",
-            "-p", "no:locust", "--provider", opts.provider, "--report-dir", str(report_dir),
+            "-p", "no:locust", "--report-dir", str(report_dir),
             "--alluredir", str(report_dir / "allure-results"), "--clean-alluredir",
             "--junitxml", str(report_dir / "junit.xml"), "-rfEs"]
     if opts.workers > 1:
         argv += ["-n", str(opts.workers), "--dist", "loadgroup"]
-    for flag, values in (("--profile", opts.profiles), ("--features", opts.features),
-                         ("--exempt-features", opts.exempt_features), ("--lbconform-timeout", opts.timeouts),
-                         ("--provider-option", opts.provider_options),
-                         ("--implementation-contact", opts.contacts)):
-        for value in values:
-            argv += [flag, value]
-    optional: list[tuple[str, str | None]] = [
-        # pytest runs in the suites' folder: a path the user gave is resolved from theirs.
-        ("--kubeconfig", str(Path(opts.kubeconfig).expanduser().resolve()) if opts.kubeconfig else None),
-        ("--context", opts.context), ("--mode", opts.mode),
-        ("--client-address", opts.client_address), ("--run-id", opts.run_id)]
-    for flag, given in optional:
-        if given:
-            argv += [flag, given]
-    if opts.allow_disruptive:
-        argv.append("--allow-disruptive")
-    for name, value in sorted(opts.implementation.items()):
-        if value:
-            argv += [f"--implementation-{name}", value]
-    return argv + opts.pytest_args
+    values = dataclasses.asdict(opts)
+    if opts.kubeconfig:  # pytest runs in the suites' folder: a path the user gave is resolved from theirs
+        values["kubeconfig"] = str(Path(opts.kubeconfig).expanduser().resolve())
+    return argv + options.pytest_args(values) + opts.pytest_args
 
 
 class Interrupt:
@@ -220,25 +231,24 @@ def summary(report_dir: Path, doc: dict[str, Any] | None) -> list[str]:
 
 
 def run(opts: RunOptions, say: Say) -> int:
-    validate(opts)
+    opts = validate(opts)
     made = preflight.check_local(opts.report_dir, opts.workers)
-    lab = None
+    local = None
     try:
         if opts.kubeconfig:
             preflight.check_cluster(Path(opts.kubeconfig).expanduser(), opts.context)
         else:
-            from lbconform.lab.cluster import Lab
-            from lbconform.target import check_lab_lb, lab_lb_for
-
-            existing = Lab(progress=say)
-            existing.replace_leftover()
-            if existing.dir.exists():
-                check_lab_lb(opts.provider, existing.dir.read().lb)
-                say("using the running lab as it is (its LB defects included); it stays running")
-                preflight.check_cluster(existing.dir.kubeconfig, None)
+            assert opts.provider is not None
+            existing = the_local_cluster()
+            existing.clear_leftover()
+            access = existing.running()
+            if access is not None:
+                existing.check_provider(opts.provider)
+                say(f"using the running {existing.name} as it is (its LB defects included); it stays running")
+                preflight.check_cluster(access.kubeconfig, None)
             else:
-                lab = existing
-                say(f"lab booted in {lab.up(lb=lab_lb_for(opts.provider)).total:.1f}s")
+                local = existing
+                local.boot(opts.provider, say)
     except UsageError:
         preflight.undo(made)
         raise
@@ -248,17 +258,17 @@ def run(opts: RunOptions, say: Say) -> int:
     opts = dataclasses.replace(opts, run_id=opts.run_id or uuid.uuid4().hex[:8])
     where = f" --kubeconfig {opts.kubeconfig}" if opts.kubeconfig else ""
     hint = f"`lbconform sweep{where} --run-id {opts.run_id}` removes them"
-    if lab is not None and not opts.keep_lab:
-        hint += "; `lbconform lab down` removes the lab this run booted"
+    if local is not None and not opts.keep_lab:
+        hint += f"; `lbconform {local.name} down` removes the {local.name} this run booted"
     with Interrupt(say, hint) as interrupt:
         try:
             code = _pytest(pytest_argv(opts), opts.report_dir.resolve(), say, interrupt)
-            if interrupt.signal is not None and not interrupt.killed and (lab is None or opts.keep_lab):
+            if interrupt.signal is not None and not interrupt.killed and (local is None or opts.keep_lab):
                 sweep_interrupted(opts, say)
         finally:
-            if lab is not None and not opts.keep_lab and not interrupt.killed:
-                lab.down()
-                say("lab removed")
+            if local is not None and not opts.keep_lab and not interrupt.killed:
+                local.down()
+                say(f"{local.name} removed")
     doc = read_report(opts.report_dir.resolve())
     for line in summary(opts.report_dir.resolve(), doc):
         say(line)
@@ -282,12 +292,16 @@ def sweep_interrupted(opts: RunOptions, say: Say) -> None:
     without waiting for their teardown) is swept by the run's label and waited for."""
     from lbconform.kube.rawapi import RawApi, api_client
     from lbconform.kube.sweeper import run_selector, sweep
-    from lbconform.lab.state import LabDir
     from lbconform.wait import poll_until
 
     assert opts.run_id is not None
-    kubeconfig = Path(opts.kubeconfig).expanduser() if opts.kubeconfig else LabDir().kubeconfig
     try:
+        if opts.kubeconfig:
+            kubeconfig = Path(opts.kubeconfig).expanduser()
+        elif (access := the_local_cluster().running()) is not None:
+            kubeconfig = access.kubeconfig
+        else:
+            raise UsageError("the local cluster is gone")
         api = RawApi(api_client(kubeconfig, opts.context))
         swept = sweep(api, run_id=opts.run_id)
         selector = run_selector(opts.run_id)

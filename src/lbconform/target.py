@@ -1,7 +1,8 @@
 """The target: the cluster under test, the provider of its LB, the timeouts, and the client.
 
 A real cluster is the target only when a kubeconfig is named; otherwise the target is the
-running lab, whose client namespace is where traffic starts. Everything a suite needs to
+running local cluster (the lab, where lbconform-lab is installed), whose client namespace is
+where traffic starts. ``--client-netns`` names such a namespace for any target. Everything a suite needs to
 reach the cluster comes from here, resolved once per test process.
 """
 
@@ -14,12 +15,15 @@ from pathlib import Path
 from lbconform.config import Timeouts
 from lbconform.errors import UsageError
 from lbconform.kube.rawapi import ApiError, RawApi, api_client
+from lbconform.localcluster import the_local_cluster
+from lbconform.nsexec import netns_exists
 from lbconform.providers.base import Provider
 from lbconform.traffic.client import Client
 
 log = logging.getLogger(__name__)
 
-LAB, CLUSTER = "lab", "cluster"
+#: A target named by its kubeconfig (a local cluster's target is named after the cluster: ``lab``).
+CLUSTER = "cluster"
 #: The node label that takes a node out of every external load balancer (k8s.io/cloud-provider's
 #: contract, which MetalLB's speakers honour too).
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -65,60 +69,38 @@ def parse_options(items: list[str] | tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-#: Providers of the load balancers a lab can run, by the lab's ``--lb``.
-LAB_PROVIDERS = {"reference": "lab", "metallb": "metallb", "kube-vip": "kube-vip"}
-
-
-def check_lab_lb(provider: str, lab_lb: str) -> None:
-    """A provider of a load balancer the lab can run must meet that one: the lab provider reads
-    the reference LB, the metallb provider MetalLB, the kube-vip provider kube-vip. Other providers
-    are the user's to choose."""
-    wanted = LAB_PROVIDERS.get(lab_lb, "")
-    if provider in LAB_PROVIDERS.values() and provider != wanted:
-        need = next(lb for lb, p in LAB_PROVIDERS.items() if p == provider)
-        raise UsageError(f"the running lab runs the {lab_lb} load balancer, not {need}: use --provider "
-                         f"{wanted}, or `lbconform lab down` and let the run boot a lab with --lb {need}")
-
-
-def lab_lb_for(provider: str) -> str:
-    """The ``lab up --lb`` that a run with this provider boots (the reference LB for the others)."""
-    return next((lb for lb, p in LAB_PROVIDERS.items() if p == provider), "reference")
-
-
 def connect(provider: Provider, *, kubeconfig: str | None = None, context: str | None = None,
             timeout_overrides: list[str] | tuple[str, ...] = (), client_address: str | None = None,
-            provider_options: list[str] | tuple[str, ...] = ()) -> Target:
-    """The target named by ``kubeconfig``, or the running lab; bad input is a UsageError."""
+            client_netns: str | None = None, provider_options: list[str] | tuple[str, ...] = ()) -> Target:
+    """The target named by ``kubeconfig``, or the running local cluster; bad input is a UsageError."""
     options = parse_options(provider_options)
     provider.configure(None, options)
+    provider.check_target(bool(kubeconfig))
     try:
         timeouts = provider.timeouts().with_overrides(list(timeout_overrides))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if kubeconfig and provider.name == "lab":
-        raise UsageError("the lab provider reads the lab's own load balancer: drop --kubeconfig to target "
-                         "the lab, or name the cluster's provider with --provider")
+    if client_netns is not None and not netns_exists(client_netns):
+        raise UsageError(f"--client-netns {client_netns}: no such network namespace on this machine "
+                         "(`ip netns list` names them)")
+    kind = CLUSTER
     if kubeconfig:
         path = Path(kubeconfig).expanduser()
         if not path.is_file():
             raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
-        try:
-            api = RawApi(api_client(path, context))
-        except Exception as exc:
-            raise UsageError(f"--kubeconfig {kubeconfig}"
-                             f"{f' --context {context}' if context else ''}: {exc}") from None
-        target = Target(CLUSTER, api, provider, timeouts, Client(address=client_address), path, context)
     else:
-        from lbconform.lab.cluster import Lab
-        from lbconform.lab.topology import CLIENT_NS
-
-        lab = Lab()
-        if not lab.dir.exists():
-            raise UsageError("no lab is running and no --kubeconfig was given: "
-                             "start one with `lbconform lab up` or use `lbconform run`")
-        check_lab_lb(provider.name, lab.dir.read().lb)
-        target = Target(LAB, lab.api(), provider, timeouts, Client(CLIENT_NS, client_address),
-                        lab.dir.kubeconfig)
+        local = the_local_cluster()
+        access = local.running()
+        if access is None:
+            raise UsageError(f"no {local.name} is running and no --kubeconfig was given: "
+                             f"start one with `lbconform {local.name} up` or use `lbconform run`")
+        local.check_provider(provider.name)
+        kind, path, client_netns = local.name, access.kubeconfig, client_netns or access.client_netns
+    try:
+        api = RawApi(api_client(path, context))
+    except Exception as exc:
+        raise UsageError(f"--kubeconfig {path}{f' --context {context}' if context else ''}: {exc}") from None
+    target = Target(kind, api, provider, timeouts, Client(client_netns, client_address), path, context)
     try:
         target.kubernetes_version()
     except (ApiError, OSError) as exc:

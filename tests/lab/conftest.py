@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.lab import LabSession
-from lbconform.lab.cluster import Lab
 from lbconform.pytest_plugin import cluster_share, share_lock_of
+from lbconform_lab.cluster import Lab
 from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_row
 from tests.lab.runs import (
     CHAOS_PROFILE,

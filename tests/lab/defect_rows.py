@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from lbconform.features import Feature
-from lbconform.lab.lb.client import LabLB
+from lbconform_lab.lb.client import LabLB
 from tests.lab.runs import Result, lbconform_run
 
 IDLE_BELOW = "test_idle_and_keepalive::test_flows_idle_below_the_timeout_survive_a_change"

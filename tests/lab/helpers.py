@@ -12,10 +12,10 @@ from lbconform.kube import objects
 from lbconform.kube.manifests import Applier, Tweak, load
 from lbconform.kube.rawapi import Json, RawApi
 from lbconform.kube.workload import QUIET_KIND, ensure_quiet_program
-from lbconform.lab import netns as ns
-from lbconform.lab import topology as topo
-from lbconform.lab.cluster import Lab
-from lbconform.lab.probe import http_status
+from lbconform_lab import netns as ns
+from lbconform_lab import topology as topo
+from lbconform_lab.cluster import Lab
+from lbconform_lab.probe import http_status
 
 
 def client_get(host: str, port: int, path: str, timeout: float = 2.0) -> tuple[int, str]:
@@ -88,8 +88,8 @@ def wait_for_vip(api: RawApi, namespace: str, name: str = "backend", timeout: fl
 def wait_for_healthy(namespace: str, want: set[str] | int, name: str = "backend",
                      timeout: float = 30) -> list[str]:
     """Wait until the lab LB's healthy set is ``want`` (a set of names, or a size)."""
-    from lbconform.lab.lb.client import LabLB
     from lbconform.wait import poll_until
+    from lbconform_lab.lb.client import LabLB
 
     lb = LabLB()
 
@@ -143,8 +143,8 @@ RECONCILE_SECONDS = 10.0
 def update_and_reconcile(ns: Applier, change: Tweak, passes: int = 2) -> None:
     """Change the Service ``backend``; return once the LB ran ``passes`` reconcile passes after it."""
     from lbconform.kube.jig import ServiceJig
-    from lbconform.lab.lb.client import LabLB
     from lbconform.wait import poll_until
+    from lbconform_lab.lb.client import LabLB
 
     lb = LabLB()
 
@@ -170,7 +170,7 @@ def udp_from(vip: str, port: int, source_port: int = 0, message: bytes = b"hostn
     """One datagram from the client (from ``source_port`` when given); the answer (OSError: none)."""
     import socket
 
-    from lbconform.lab.nsexec import run_in_netns
+    from lbconform.nsexec import run_in_netns
 
     def ask() -> str:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -297,8 +297,8 @@ def restart_the_lb_under_local_policy(ns: Applier) -> Restarted:
     once they are healthy, then the reference LB restarted."""
     from lbconform.kube import tweaks
     from lbconform.kube.jig import ServiceJig
-    from lbconform.lab.lb.client import LabLB
     from lbconform.traffic.fleet import Fleet
+    from lbconform_lab.lb.client import LabLB
 
     deploy_backend(ns, tweaks.replicas(2), tweaks.one_per_node, tweaks.traffic_policy_local,
                    lab_lb(health_check_interval_seconds=2, health_check_healthy_threshold=3))

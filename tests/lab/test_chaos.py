@@ -25,9 +25,9 @@ from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import RawApi
-from lbconform.lab.cluster import Lab
-from lbconform.providers.lab import LabProvider
 from lbconform.termination import Ordering
+from lbconform_lab.cluster import Lab
+from lbconform_lab.provider import LabProvider
 from tests.lab.helpers import deploy_backend, not_supported_with_reasons, wait_for_healthy, wait_for_vip
 from tests.lab.runs import CHAOS_PROFILE, ConcurrentRuns, Result, outcome, selected_runs
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from lbconform.lab import topology as topo
-from lbconform.lab.cluster import Lab
+from lbconform_lab import topology as topo
+from lbconform_lab.cluster import Lab
 
 pytestmark = pytest.mark.lab
 

@@ -7,10 +7,10 @@ import pytest
 from lbconform.kube import objects, tweaks
 from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.rawapi import RawApi
-from lbconform.lab import topology as topo
-from lbconform.lab.cluster import Lab
-from lbconform.lab.versions import KUBERNETES_VERSION
 from lbconform.wait import await_convergence, poll_until
+from lbconform_lab import topology as topo
+from lbconform_lab.cluster import Lab
+from lbconform_lab.versions import KUBERNETES_VERSION
 from tests.lab.helpers import client_get, deploy_backend, health_check, node_port, pods_by_node
 
 pytestmark = pytest.mark.lab

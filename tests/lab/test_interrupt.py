@@ -20,10 +20,10 @@ from urllib3.exceptions import HTTPError
 
 from lbconform.kube.rawapi import ApiError, RawApi, api_client
 from lbconform.kube.sweeper import run_selector
-from lbconform.lab import procs
-from lbconform.lab.cluster import Lab
-from lbconform.lab.netns import list_netns
 from lbconform.wait import poll_until
+from lbconform_lab import procs
+from lbconform_lab.cluster import Lab
+from lbconform_lab.netns import list_netns
 from tests.lab.runs import outcome
 
 pytestmark = pytest.mark.lab

@@ -16,9 +16,9 @@ import pytest
 
 from lbconform.kube import objects, tweaks
 from lbconform.kube.manifests import Applier, load_one
-from lbconform.lab import build
-from lbconform.lab.cluster import Lab
 from lbconform.wait import poll_until
+from lbconform_lab import build
+from lbconform_lab.cluster import Lab
 
 pytestmark = pytest.mark.lab
 

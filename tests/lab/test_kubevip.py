@@ -13,11 +13,11 @@ import pytest
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
-from lbconform.lab import build, upstream
-from lbconform.lab import netns as ns
-from lbconform.lab import topology as topo
-from lbconform.lab.cluster import Lab
 from lbconform.providers.kubevip import KubeVipProvider
+from lbconform_lab import build, upstream
+from lbconform_lab import netns as ns
+from lbconform_lab import topology as topo
+from lbconform_lab.cluster import Lab
 from tests.lab.helpers import (
     answers_through,
     deploy_backend,

@@ -6,9 +6,9 @@ import pytest
 
 from lbconform.kube import objects, tweaks
 from lbconform.kube.manifests import Applier
-from lbconform.lab import topology as topo
 from lbconform.providers.base import ServiceRef
-from lbconform.providers.lab import LabProvider
+from lbconform_lab import topology as topo
+from lbconform_lab.provider import LabProvider
 from tests.lab.helpers import deploy_with_vip, lab_lb
 
 pytestmark = pytest.mark.lab

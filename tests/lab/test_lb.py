@@ -17,11 +17,11 @@ from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import ApiError
 from lbconform.kube.workload import QUIET_KIND
-from lbconform.lab import topology as topo
-from lbconform.lab.cluster import Lab
-from lbconform.lab.lb.client import LabLB
 from lbconform.traffic.fleet import Fleet, KeepAlive
 from lbconform.wait import poll_until
+from lbconform_lab import topology as topo
+from lbconform_lab.cluster import Lab
+from lbconform_lab.lb.client import LabLB
 from tests.lab.helpers import (
     Stopwatch,
     change_port,

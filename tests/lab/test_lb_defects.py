@@ -22,16 +22,16 @@ from lbconform.kube.jig import CLEANUP_FINALIZER, ServiceJig
 from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.sweeper import add_label, restore_node
-from lbconform.lab import topology as topo
-from lbconform.lab.lb.client import LabLB
-from lbconform.lab.lb.controller import MAX_PASS_SECONDS
-from lbconform.lab.lb.params import DEFECTS, SERIAL_PROVISIONING_SECONDS, SLOW_REGISTRATION_SECONDS, Params
-from lbconform.lab.lb.plan import KUBE_PROXY_HEALTH_PORT
 from lbconform.provisioning import INTERVAL, watch_addresses
 from lbconform.target import EXCLUDE_LABEL
 from lbconform.traffic.fleet import Fleet
 from lbconform.traffic.in_cluster import deploy_pod_clients
 from lbconform.wait import Deadline, poll_until
+from lbconform_lab import topology as topo
+from lbconform_lab.lb.client import LabLB
+from lbconform_lab.lb.controller import MAX_PASS_SECONDS
+from lbconform_lab.lb.params import DEFECTS, SERIAL_PROVISIONING_SECONDS, SLOW_REGISTRATION_SECONDS, Params
+from lbconform_lab.lb.plan import KUBE_PROXY_HEALTH_PORT
 from tests.lab.helpers import (
     change_port,
     client_get,

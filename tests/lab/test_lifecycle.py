@@ -17,11 +17,11 @@ from fixtures.lab import LabSession
 from lbconform.errors import LabError
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier, load
-from lbconform.lab import netns as ns
-from lbconform.lab import procs, topology
-from lbconform.lab.cluster import Lab
-from lbconform.lab.state import LabDir
 from lbconform.wait import poll_until
+from lbconform_lab import netns as ns
+from lbconform_lab import procs, topology
+from lbconform_lab.cluster import Lab
+from lbconform_lab.state import LabDir
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
 
@@ -48,7 +48,7 @@ def lab_namespaces() -> set[str]:
 def processes_of(labdir: LabDir) -> list[str]:
     """Processes still running any lab binary or the lab's agents."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
-    markers = ("lbconform.lab.agent", "lbconform.lab.forward", "/bin/kubernetes-v", "/bin/etcd-v",
+    markers = ("lbconform_lab.agent", "lbconform_lab.forward", "/bin/kubernetes-v", "/bin/etcd-v",
                "/bin/lab-kubelet-v", "/bin/metallb-v")
     return [line for line in out.stdout.splitlines() if any(m in line for m in markers)]
 

@@ -16,9 +16,9 @@ import pytest
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
-from lbconform.lab import build, upstream
-from lbconform.lab.cluster import Lab
 from lbconform.providers.metallb import MetalLBProvider
+from lbconform_lab import build, upstream
+from lbconform_lab.cluster import Lab
 from tests.lab.helpers import (
     answers_through,
     certify,

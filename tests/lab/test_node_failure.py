@@ -6,9 +6,9 @@ import pytest
 
 from lbconform.kube import objects, tweaks
 from lbconform.kube.manifests import Applier
-from lbconform.lab.cluster import Lab
-from lbconform.lab.controlplane import NODE_MONITOR_GRACE_SECONDS
 from lbconform.wait import poll_until
+from lbconform_lab.cluster import Lab
+from lbconform_lab.controlplane import NODE_MONITOR_GRACE_SECONDS
 from tests.lab.helpers import Stopwatch, deploy_backend, pods_by_node
 
 pytestmark = pytest.mark.lab

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from lbconform.kube.manifests import Applier
-from lbconform.lab import build
-from lbconform.lab.cluster import Lab
 from lbconform.wait import poll_until
+from lbconform_lab import build
+from lbconform_lab.cluster import Lab
 
 pytestmark = pytest.mark.lab
 

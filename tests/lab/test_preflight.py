@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from lbconform.kube.rawapi import ApiError, RawApi
-from lbconform.lab.cluster import Lab
 from lbconform.preflight import REQUIRED_ACCESS
+from lbconform_lab.cluster import Lab
 
 pytestmark = pytest.mark.lab
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lbconform.lab.cluster import Lab
 from lbconform.report import schema
+from lbconform_lab.cluster import Lab
 from tests.lab.defect_rows import PROXY_PATH, VIP_PATH
 from tests.lab.helpers import not_supported_with_reasons
 from tests.lab.runs import ReferenceRuns, lbconform_cli, lbconform_run, outcome

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from lbconform.lab.lb.params import DEFECTS
+from lbconform_lab.lb.params import DEFECTS
 from tests.lab.defect_rows import CHAOS_DEFECT_SUITES, DEFECT_SUITES
 from tests.lab.runs import ConcurrentRuns, ReferenceRuns, Result, outcome
 

@@ -11,8 +11,8 @@ import pytest
 from lbconform.kube import objects, tweaks
 from lbconform.kube.manifests import Applier
 from lbconform.kube.rawapi import ApiError, RawApi
-from lbconform.lab import topology as topo
 from lbconform.wait import await_convergence, poll_until
+from lbconform_lab import topology as topo
 from tests.lab.helpers import (
     Stopwatch,
     client_get,

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from lbconform.errors import BuildError
-from lbconform.lab import build
-from lbconform.lab.agent import images
-from lbconform.lab.agent.containers import Container
-from lbconform.lab.agent.images import Program
-from lbconform.lab.agent.probes import ProbeTarget, ProbeWorker, http_get
+from lbconform_lab import build
+from lbconform_lab.agent import images
+from lbconform_lab.agent.containers import Container
+from lbconform_lab.agent.images import Program
+from lbconform_lab.agent.probes import ProbeTarget, ProbeWorker, http_get
 
 # Logs each signal with its time since start; ignores SIGTERM for `linger` seconds.
 APP = """
@@ -238,9 +238,9 @@ def test_a_refused_read_of_a_volume_source_is_retried_not_the_end_of_the_pod(tmp
     import urllib3.exceptions
 
     from lbconform.kube.rawapi import ApiError
-    from lbconform.lab.agent.objects import ObjectCache
-    from lbconform.lab.agent.pods import PodWorker
-    from lbconform.lab.topology import Node
+    from lbconform_lab.agent.objects import ObjectCache
+    from lbconform_lab.agent.pods import PodWorker
+    from lbconform_lab.topology import Node
 
     answers: list[object] = [ApiError(403, "Forbidden", 'secrets "memberlist" is forbidden: no relationship'),
                              urllib3.exceptions.ProtocolError("Connection aborted."),

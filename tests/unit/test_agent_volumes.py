@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from lbconform.lab.agent import envsources, rootfs, tokens
-from lbconform.lab.agent.objects import CONFIG_MAP, SECRET, Data, Missing, ObjectCache
-from lbconform.lab.agent.tokens import Token, TokenManager
-from lbconform.lab.agent.volumes import PodContext, PodVolumes, write_atomically
+from lbconform_lab.agent import envsources, rootfs, tokens
+from lbconform_lab.agent.objects import CONFIG_MAP, SECRET, Data, Missing, ObjectCache
+from lbconform_lab.agent.tokens import Token, TokenManager
+from lbconform_lab.agent.volumes import PodContext, PodVolumes, write_atomically
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="a container root needs mount namespaces (root)")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lbconform.errors import BuildError, UsageError
-from lbconform.lab import build
+from lbconform_lab import build
 
 UPSTREAM = """module k8s.io/kubernetes
 

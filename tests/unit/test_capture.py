@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lbconform.lab.nsexec import run_in_netns
+from lbconform.nsexec import run_in_netns
 from lbconform.traffic import capture
 from lbconform.traffic.capture import (
     UNKNOWN,

@@ -402,8 +402,8 @@ def test_auto_traffic_starts_in_the_lab_client_namespace_whatever_lb_the_lab_run
     from types import SimpleNamespace
 
     from lbconform.chaos.traffic import actions
-    from lbconform.lab.state import LabDir, LabState
-    from lbconform.lab.topology import CLIENT_NS
+    from lbconform_lab.state import LabDir, LabState
+    from lbconform_lab.topology import CLIENT_NS
 
     monkeypatch.setenv("LBCONFORM_LAB_DIR", str(tmp_path / "lab"))
     labdir = LabDir()
@@ -419,22 +419,27 @@ def test_auto_traffic_starts_in_the_lab_client_namespace_whatever_lb_the_lab_run
     assert actions.traffic_netns("elsewhere", metallb) == "elsewhere"
     monkeypatch.setattr(actions, "kube_api", lambda: api("https://203.0.113.99:6443"))
     assert actions.traffic_netns(actions.AUTO, metallb) == ""
-    assert actions.traffic_netns(actions.AUTO, {"lbconform_provider": "lab"}) == CLIENT_NS
 
 
 def test_traffic_to_a_lab_address_never_starts_outside_the_lab(monkeypatch: pytest.MonkeyPatch,
                                                                tmp_path: Path) -> None:
+    """With the experiment's cluster a running local cluster, traffic asked to start here (netns "")
+    is refused: that cluster's addresses are routed only inside it."""
+    from types import SimpleNamespace
+
     from chaoslib.exceptions import ActivityFailed
 
     from lbconform.chaos.traffic import actions
-    from lbconform.lab.state import LabDir, LabState
+    from lbconform_lab.state import LabDir, LabState
 
     monkeypatch.setenv("LBCONFORM_LAB_DIR", str(tmp_path / "lab"))
-    assert not actions.inside_lab("198.18.0.10"), "no lab runs: the address is the user's"
+    api = SimpleNamespace(api=SimpleNamespace(configuration=SimpleNamespace(host="https://127.0.0.1:16443")))
+    monkeypatch.setattr(actions, "kube_api", lambda: api)
+    assert actions.local_owner() is None, "no lab runs: the cluster is the user's"
     LabDir().root.mkdir()
     LabDir().write(LabState(nodes=3, api_port=16443, lb="metallb"))
-    assert actions.inside_lab("198.18.0.10") and not actions.inside_lab("192.0.2.7")
-    with pytest.raises(ActivityFailed, match=r"198\.18\.0\.10 is a lab address"):
+    assert actions.local_owner() is not None
+    with pytest.raises(ActivityFailed, match=r"198\.18\.0\.10 is an address of the local lab"):
         actions.start_traffic(address="198.18.0.10", netns="", configuration={"lbconform_provider": "kind"})
 
 
@@ -448,8 +453,8 @@ def test_restart_of_an_unknown_part_names_the_parts() -> None:
 def test_node_agents_are_not_supported_where_the_provider_names_none() -> None:
     from lbconform.providers.base import NotSupported
     from lbconform.providers.generic import GenericProvider
-    from lbconform.providers.lab import LabProvider
     from lbconform.providers.metallb import MetalLBProvider
+    from lbconform_lab.provider import LabProvider
 
     with pytest.raises(NotSupported, match="no per-node agents: one process"):
         LabProvider().node_agents()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lbconform.lab.agent.ipam import PodIPAM
+from lbconform_lab.agent.ipam import PodIPAM
 
 
 def test_a_freed_address_is_not_given_to_the_next_pod() -> None:

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from lbconform.lab import build, cluster, controlplane
-from lbconform.lab import topology as topo
-from lbconform.lab.agent import registry
-from lbconform.lab.agent.node import NodeHeart
-from lbconform.lab.pki import Identity, Pki
-from lbconform.lab.state import LabDir
+from lbconform_lab import build, cluster, controlplane
+from lbconform_lab import topology as topo
+from lbconform_lab.agent import registry
+from lbconform_lab.agent.node import NodeHeart
+from lbconform_lab.pki import Identity, Pki
+from lbconform_lab.state import LabDir
 
 BUILT = build.LAB_KUBELET.is_built(build.cache_root())
 needs_binary = pytest.mark.skipif(not BUILT, reason="lab-kubelet is not built: run 'lbconform lab build'")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lbconform.lab.lb import nft, plan
-from lbconform.lab.lb.controller import Controller, ServiceState, wants_lb
-from lbconform.lab.lb.params import LB_CLASS, NEVER_FORGET_SECONDS, SHORT_IDLE_SECONDS, Params, ip_mode
+from lbconform_lab.lb import nft, plan
+from lbconform_lab.lb.controller import Controller, ServiceState, wants_lb
+from lbconform_lab.lb.params import LB_CLASS, NEVER_FORGET_SECONDS, SHORT_IDLE_SECONDS, Params, ip_mode
 
 NODES = [plan.NodeInfo("node-1", "198.19.0.11", 1), plan.NodeInfo("node-2", "198.19.0.12", 2)]
 
@@ -130,8 +130,8 @@ def test_only_rehash_on_restart_lets_a_process_hash_otherwise() -> None:
 
 
 def test_a_backend_is_found_unhealthy_only_after_threshold_failures_in_a_row() -> None:
-    from lbconform.lab.lb.health import Checker
-    from lbconform.lab.lb.plan import HealthTarget
+    from lbconform_lab.lb.health import Checker
+    from lbconform_lab.lb.plan import HealthTarget
 
     checker = Checker("n", HealthTarget("http", "198.19.0.11", 10256), Params(), changed=lambda: None)
     for ok in (False, True, False):  # one failure at a time is not a verdict

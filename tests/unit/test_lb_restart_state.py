@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lbconform.lab.lb.controller import Controller, ServiceState
+from lbconform_lab.lb.controller import Controller, ServiceState
 
 NO_API: object = None
 

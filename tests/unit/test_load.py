@@ -358,7 +358,7 @@ def test_locust_never_enters_this_process(matrix: dict[tuple[str, str], Cell]) -
 def test_worker_manifest_runs_in_the_lab_as_the_environment_s_locust() -> None:
     """The worker Deployment is configured by environment alone and maps to this venv's locust."""
     from lbconform.kube.manifests import load_one
-    from lbconform.lab.agent import images
+    from lbconform_lab.agent import images
 
     dep = load_one("locust-worker")
     assert dep["metadata"]["labels"]["app.kubernetes.io/part-of"] == "lbconform"

@@ -24,4 +24,4 @@ def test_wheel_carries_the_data_folders(tmp_path: Path) -> None:
     assert not missing, missing
     assert not [n for n in names if "__pycache__" in n or n.startswith("lbconform/_data/tests/")]
     # What `lbconform lab build` compiles besides the upstream modules: the lab's kubelet API.
-    assert "lbconform/lab/kubelet/main.go" in names
+    assert "lbconform_lab/kubelet/main.go" in names

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from lbconform.errors import UsageError
-from lbconform.lab import topology as topo
+from lbconform_lab import topology as topo
 
 
 def test_nodes_have_fabric_addresses_and_namespaces() -> None:

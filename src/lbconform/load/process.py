@@ -4,7 +4,7 @@ Locust patches the standard library with gevent when it is imported; inside pyte
 breaks ssl and hangs pytest-xdist. So Locust never runs in the calling process: it is
 ``python -m locust`` from the harness's own environment, in a network namespace when asked
 (through ``nsenter``, which execs in place so the pid we hold is Locust's own, as
-``lbconform.lab.procs`` does for the lab). Its output goes to a log file, whose tail is what
+``lbconform_lab.procs`` does for the lab). Its output goes to a log file, whose tail is what
 an error shows. Stopping sends SIGTERM (Locust then writes its statistics) and SIGKILL after
 a grace period, to this pid only: Locust starts no children of its own (``--processes`` is
 never used), and local workers are processes of their own, stopped the same way.
@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lbconform.errors import LoadError
-from lbconform.lab.procs import in_netns, log_tail
+from lbconform.logs import log_tail
+from lbconform.nsexec import in_netns
 from lbconform.wait import WaitTimeout, poll_until
 
 log = logging.getLogger(__name__)

@@ -181,6 +181,12 @@ class Provider(ABC):
             return self.options[name]
         return next((os.environ[e] for e in env if os.environ.get(e)), default)
 
+    def check_target(self, kubeconfig_given: bool) -> None:
+        """A UsageError, before anything is made, when the provider cannot read its implementation
+        on the target the user named (with ``--kubeconfig``) or left to the local cluster. Any
+        target will do unless a provider says otherwise."""
+        return None
+
     def set_mode(self, mode: str) -> None:
         if mode not in self.modes:
             raise UsageError(f"--mode {mode!r}: the {self.name} provider has modes {', '.join(self.modes)}")

@@ -48,8 +48,8 @@ from typing import Any, ClassVar, Final
 from lbconform.config import Timeouts
 from lbconform.features import Feature
 from lbconform.kube.rawapi import ApiError
+from lbconform.providers.announcer import Announcer
 from lbconform.providers.base import Declared, PoolMember, ServiceRef
-from lbconform.providers.lab import Announcer
 from lbconform.providers.support import cluster_nodes, require_api
 
 #: The election's timers in the DaemonSet ``kube-vip manifest daemonset`` writes (v1.2.2), and

@@ -28,13 +28,14 @@ speaker DaemonSet (``restart_node_agents``).
 
 Options (``--provider-option NAME=VALUE``): ``namespace``, the speakers' namespace where the
 status objects live (env ``METALLB_NAMESPACE``, default ``metallb-system``);
-``requestable-addresses``, comma-separated addresses of an IPAddressPool with ``autoAssign:
-false`` that Services may ask for with ``metallb.io/loadBalancerIPs`` (in the lab: its pool held
-for requests).
+``requestable-addresses``, comma-separated addresses that Services may ask for with
+``metallb.io/loadBalancerIPs`` (default: those of the IPAddressPools with ``autoAssign: false``).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -42,9 +43,8 @@ from lbconform.config import Timeouts
 from lbconform.kube.manifests import Applier
 from lbconform.kube.rawapi import ApiError
 from lbconform.kube.workload import Workload
-from lbconform.lab import topology as topo
+from lbconform.providers.announcer import Announcer
 from lbconform.providers.base import Declared, NotSupported, PoolMember, ServiceRef
-from lbconform.providers.lab import Announcer, on_lab
 from lbconform.providers.support import cluster_nodes, require_api
 
 GROUP_VERSION = "metallb.io/v1beta1"
@@ -87,12 +87,40 @@ def pool_from_statuses(statuses: Iterable[Mapping[str, Any]], namespace: str, na
             for node in announcing_nodes(statuses, namespace, name)]
 
 
+#: Enough addresses for the suites' requests; a /16 pool is not listed whole.
+MAX_REQUESTABLE = 64
+
+
+def held_addresses(pools: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The IPv4 addresses of the pools with ``autoAssign: false``, which MetalLB hands out only to
+    a Service that asks for one (``spec.addresses``: CIDRs or ``first-last`` ranges), at most
+    MAX_REQUESTABLE."""
+    out: list[str] = []
+    for pool in pools:
+        spec = pool.get("spec") or {}
+        if spec.get("autoAssign", True):
+            continue
+        for entry in spec.get("addresses") or []:
+            out += _expand(str(entry), MAX_REQUESTABLE - len(out))
+    return out
+
+
+def _expand(entry: str, most: int) -> list[str]:
+    if "-" in entry:
+        first, last = (ipaddress.ip_address(a.strip()) for a in entry.split("-", 1))
+        span = range(int(first), int(last) + 1)
+        return [str(ipaddress.ip_address(i)) for i in span][:max(most, 0)]
+    net = ipaddress.ip_network(entry, strict=False)
+    hosts = [net.network_address] if net.num_addresses == 1 else list(itertools.islice(net.hosts(), most))
+    return [str(a) for a in hosts][:max(most, 0)]
+
+
 class MetalLBProvider(Announcer):
     name = "metallb"
     options_help: ClassVar[Mapping[str, str]] = {
         "namespace": "the MetalLB speakers' namespace (env METALLB_NAMESPACE, default metallb-system)",
-        "requestable-addresses": "comma-separated addresses of a pool with autoAssign: false "
-                                 "(default in the lab: its pool held for requests)"}
+        "requestable-addresses": "comma-separated addresses Services may ask for (default: those of "
+                                 "the IPAddressPools with autoAssign: false)"}
 
     def declared(self) -> Declared:
         return self.announcing(
@@ -112,10 +140,20 @@ class MetalLBProvider(Announcer):
         given = [a.strip() for a in self.option("requestable-addresses").split(",") if a.strip()]
         if given:
             return given
-        if on_lab(self.api):
-            return topo.request_range()
-        raise NotSupported("give the addresses of a MetalLB pool with autoAssign: false as "
-                           "--provider-option requestable-addresses=A,B,...")
+        api = require_api(self.api, self.name, "IPAddressPool objects")
+        namespace = self.option("namespace", "METALLB_NAMESPACE", default="metallb-system")
+        try:
+            pools = api.get(f"/apis/{GROUP_VERSION}/namespaces/{namespace}/ipaddresspools").get("items", [])
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            pools = []
+        held = held_addresses(pools)
+        if held:
+            return held
+        raise NotSupported(f"no MetalLB IPAddressPool in {namespace} has autoAssign: false (addresses held "
+                           "for Services that ask): make one, or give its addresses as --provider-option "
+                           "requestable-addresses=A,B,...")
 
     def address_request(self, address: str) -> dict[str, str]:
         return {REQUEST_ANNOTATION: address}

@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from lbconform.pytest_plugin import ERROR_PROPERTY, FEATURES_PROPERTY, RESULT_PROPERTY
-from lbconform.pytest_plugin import NOT_SUPPORTED as NOT_SUPPORTED_VALUE
 from lbconform.report import allure, conformance, datasheet, summary
 from lbconform.report.model import (
     DESCRIPTION_PROPERTY,
     ERROR,
+    ERROR_PROPERTY,
     FAILED,
+    FEATURES_PROPERTY,
     MEASUREMENT_PROPERTY,
     NOT_SUPPORTED,
     PASSED,
+    RESULT_PROPERTY,
     SKIPPED,
     Measurement,
     RunInfo,
@@ -160,7 +161,7 @@ def to_result(nodeid: str, reports: list[pytest.TestReport]) -> tuple[TestResult
     elif broken is not None:
         outcome, message = ERROR, _failure_message(broken)
     elif skipped is not None:
-        not_supported = props.get(RESULT_PROPERTY) == NOT_SUPPORTED_VALUE
+        not_supported = props.get(RESULT_PROPERTY) == NOT_SUPPORTED
         outcome, message = (NOT_SUPPORTED if not_supported else SKIPPED), _skip_message(skipped)
     else:
         outcome, message = PASSED, ""

@@ -38,8 +38,8 @@ from typing import Any, Final
 
 import yaml
 
+from lbconform.cache import cache_root
 from lbconform.errors import LbconformError
-from lbconform.lab.build import cache_root
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,19 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Final
 
+# The keys of what a suite test carries in ``user_properties`` (they survive pytest-xdist): the
+# pytest plugin writes them, the report's collector reads them, both from here.
 #: The test's one-line docstring; becomes its description in the report.
 DESCRIPTION_PROPERTY: Final = "lbconform.description"
+#: The features the test declares, comma-separated.
+FEATURES_PROPERTY: Final = "lbconform.features"
+#: NOT_SUPPORTED where the test was not run for want of a feature or a provider's capability.
+RESULT_PROPERTY: Final = "lbconform.result"
+#: A phase (setup, call, teardown) that broke on something other than an assertion: the cluster's
+#: API, the network to it, the lab or the harness. Its value is the phase.
+ERROR_PROPERTY: Final = "lbconform.error"
+#: How a not-supported test's reason begins, wherever a person reads it.
+NOT_SUPPORTED_TEXT: Final = "not supported"
 #: One measurement, as ``Measurement.to_json()``; a test may carry any number of them.
 MEASUREMENT_PROPERTY: Final = "lbconform.measurement"
 

@@ -50,7 +50,7 @@ from scapy.sendrecv import AsyncSniffer
 from scapy.supersocket import SuperSocket
 
 from lbconform.errors import LbconformError
-from lbconform.lab.nsexec import run_in_netns
+from lbconform.nsexec import run_in_netns
 
 log = logging.getLogger(__name__)
 

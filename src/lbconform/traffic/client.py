@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from lbconform.lab.nsexec import run_in_netns
+from lbconform.nsexec import run_in_netns
 from lbconform.traffic import probe_ports
 
 T = TypeVar("T")

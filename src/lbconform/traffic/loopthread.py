@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from lbconform.lab.nsexec import enter
+from lbconform.nsexec import enter
 
 T = TypeVar("T")
 

@@ -2,28 +2,28 @@
 
 The traffic is lbconform's open-loop request loop in a detached recorder process, aimed at
 the Service's load-balancer address (from its status) or at ``address`` when given. Against
-the lab it starts in the lab's client namespace (``netns`` "auto" when the cluster is the
-running lab, whichever LB it runs): the lab's addresses are routed nowhere else.
+a local cluster (the lab) it starts in that cluster's client namespace (``netns`` "auto"),
+whichever LB it runs: its addresses are routed nowhere else.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
-from lbconform.chaos.context import Configuration, kube_api, provider_name
+from lbconform.chaos.context import Configuration, kube_api
 from lbconform.chaos.traffic import recording
 from lbconform.kube.jig import ServiceJig
 from lbconform.kube.manifests import Applier
 from lbconform.kube.rawapi import ApiError
+from lbconform.localcluster import LocalCluster, owner_of
 from lbconform.traffic.requests import NEW_CONNECTION
 
 __all__ = ["mark_traffic", "start_traffic", "stop_traffic"]
 
-#: ``netns`` value that means: the lab's client namespace when the cluster is the lab, else none.
+#: ``netns`` value that means: the local cluster's client namespace when the cluster is one, else none.
 AUTO = "auto"
 
 
@@ -39,33 +39,21 @@ def service_address(ns: str, service: str) -> str:
 
 
 def traffic_netns(netns: str, configuration: Configuration) -> str:
-    """Where the traffic starts: ``netns`` as given, or for AUTO the lab's client namespace when
-    the provider is the lab's or the cluster is the running lab (a MetalLB lab too), else here."""
+    """Where the traffic starts: ``netns`` as given, or for AUTO the client namespace of the local
+    cluster (the lab) whose apiserver the experiment's cluster is, whichever LB it runs, else here."""
     if netns != AUTO:
         return netns
-    from lbconform.lab.topology import CLIENT_NS
-    from lbconform.providers.lab import on_lab
+    local = local_owner()
+    access = local.running() if local is not None else None
+    return (access.client_netns or "") if access is not None else ""
 
-    if provider_name(configuration) == "lab":
-        return CLIENT_NS
+
+def local_owner() -> LocalCluster | None:
+    """The local cluster whose apiserver the experiment's cluster is, if any."""
     try:
-        return CLIENT_NS if on_lab(kube_api()) else ""
-    except ActivityFailed:  # no kubeconfig: not the lab
-        return ""
-
-
-def inside_lab(address: str) -> bool:
-    """Whether ``address`` is in one of the lab's ranges while a lab runs (sent from this namespace,
-    it would follow the machine's default route out instead)."""
-    from lbconform.lab import topology as topo
-    from lbconform.lab.state import LabDir
-
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    ranges = (topo.VIP_CIDR, topo.CLIENT_CIDR, topo.FABRIC_CIDR, topo.POD_CIDR, topo.SERVICE_CIDR)
-    return LabDir().exists() and any(ip in ipaddress.ip_network(r) for r in ranges)
+        return owner_of(kube_api())
+    except ActivityFailed:  # no kubeconfig: not a local cluster
+        return None
 
 
 def start_traffic(ns: str = "default", service: str = "backend", port: int = 80, rate: float = 20.0,
@@ -79,9 +67,9 @@ def start_traffic(ns: str = "default", service: str = "backend", port: int = 80,
     """
     target = address or service_address(ns, service)
     where = traffic_netns(netns, configuration)
-    if not where and inside_lab(target):
-        raise ActivityFailed(f"{target} is a lab address, routed only inside the lab: traffic to it starts "
-                             "in the lab's client namespace (netns auto or lbc-client), never here")
+    if not where and (local := local_owner()) is not None:
+        raise ActivityFailed(f"{target} is an address of the local {local.name}, routed only inside it: "
+                             "traffic to it starts in its client namespace (netns auto), never here")
     argv = ["--address", target, "--port", str(int(port)), "--rate", str(float(rate)),
             "--seconds", str(float(seconds)), "--variant", variant, "--timeout", str(float(request_timeout)),
             "--path", path]

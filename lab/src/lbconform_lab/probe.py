@@ -1,0 +1,48 @@
+"""Small HTTP checks against addresses that exist only inside the lab.
+
+They run on a thread inside the right namespace (``nsexec``), so the caller's process
+stays in the root namespace.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+from pathlib import Path
+
+from lbconform.nsexec import run_in_netns
+from lbconform_lab.topology import CLIENT_NS
+
+
+def http_status(netns: str | None, host: str, port: int, path: str, timeout: float = 2.0,
+                tls: ssl.SSLContext | None = None) -> tuple[int, str]:
+    """GET ``path`` and return (status, body); raises OSError when nothing answers."""
+
+    def get() -> tuple[int, str]:
+        conn: http.client.HTTPConnection
+        if tls is not None:
+            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=tls)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read(65536).decode(errors="replace")
+        finally:
+            conn.close()
+
+    return run_in_netns(netns, get) if netns else get()
+
+
+def client_tls(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def wait_for_all_backends(host: str, port: int, backends: set[str], timeout: float) -> None:
+    """New connections from the lab's client until exactly ``backends`` have answered."""
+    from lbconform.traffic.checks import wait_for_backends
+    from lbconform.traffic.client import Client
+
+    wait_for_backends(Client(CLIENT_NS), host, port, backends, timeout)
