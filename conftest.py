@@ -1,3 +1,3 @@
 """Root conftest: the fixtures every test and suite can ask for."""
 
-pytest_plugins = ["fixtures.lab", "fixtures.harness", "fixtures.chaos"]
+pytest_plugins = ["fixtures.harness", "fixtures.chaos"]

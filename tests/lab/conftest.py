@@ -1,14 +1,28 @@
-"""Lab tests: real control plane, real kube-proxy, real kernel. They need root."""
+"""Lab tests: real control plane, real kube-proxy, real kernel. They need root.
+
+Their fixtures (the lab's own tests', not the suites'): one lab per session, a fresh namespace
+per test.
+
+``lab`` boots a lab the first time a test asks for it (or reuses one the user has running,
+which it then leaves running); ``no_lab`` gives a test the machine without a lab, for the
+lifecycle tests that boot their own. ``test_namespace`` gives each test a namespace labelled
+with the run id; what the test made in it is deleted and waited for after the test, whatever
+its outcome, and the namespaces themselves at the end of the session (see
+``lbconform.kube.namespaces``).
+"""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fixtures.lab import LabSession
+from lbconform.kube.manifests import Applier
+from lbconform.kube.namespaces import TestNamespaces
+from lbconform.kube.rawapi import RawApi
 from lbconform.pytest_plugin import cluster_share, share_lock_of
 from lbconform_lab.cluster import Lab
 from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_row
@@ -19,14 +33,95 @@ from tests.lab.runs import (
     ReferenceRuns,
     Result,
     run_chaos_profile,
+    run_harness_alone,
     run_mode,
     selected_items,
     selected_params,
     selected_runs,
 )
 
+#: Test namespaces and what they hold are gone within this.
+NAMESPACE_TIMEOUT_SECONDS = 120.0
+
+
+class LabSession:
+    """Whether this session booted the lab, and so whether it must take it down."""
+
+    def __init__(self) -> None:
+        self.lab = Lab()
+        # A lab a killed run left behind is no one's: it is removed, and this session boots its own.
+        self.lab.replace_leftover()
+        self.user_lab = self.lab.dir.exists()
+        self.booted = False
+
+    def ensure_up(self) -> Lab:
+        if not self.lab.dir.exists():
+            self.lab.up()
+            self.booted = True
+        return self.lab
+
+    def ensure_down(self) -> None:
+        if self.user_lab:
+            pytest.skip("a lab started outside this test session is running; "
+                        "lifecycle tests need the machine without one")
+        if self.lab.dir.exists():
+            self.lab.down()
+
+    def close(self) -> None:
+        if self.booted and not self.user_lab:
+            self.lab.down()
+
+
+@pytest.fixture(scope="session")
+def lab_session() -> Iterator[LabSession]:
+    session = LabSession()
+    yield session
+    session.close()
+
+
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def lab(lab_session: LabSession) -> Lab:
+    return lab_session.ensure_up()
+
+
+@pytest.fixture
+def no_lab(lab_session: LabSession) -> Iterator[Lab]:
+    lab_session.ensure_down()
+    yield lab_session.lab
+    lab_session.lab.down()
+
+
+@pytest.fixture
+def kube(lab: Lab) -> RawApi:
+    return lab.api()
+
+
+@pytest.fixture(scope="session")
+def lab_namespaces(lab_session: LabSession, run_id: str) -> Iterator[TestNamespaces]:
+    """The lab tests' namespaces; waits for all of them to be gone at the end (before the lab goes)."""
+    namespaces = TestNamespaces(lab_session.ensure_up().api(), run_id, NAMESPACE_TIMEOUT_SECONDS)
+    yield namespaces
+    namespaces.wait_gone()
+
+
+@pytest.fixture
+def test_namespace(lab: Lab, lab_namespaces: TestNamespaces) -> Iterator[Applier]:
+    """An Applier bound to a fresh namespace of this test; everything in it is removed after."""
+    applier = lab_namespaces.create()
+    try:
+        yield applier
+    finally:
+        lab_namespaces.release(applier)
+
+
 #: The tests that read the reference runs' results (``reference_runs``).
 MODE_TEST, ROW_TEST = "test_core_and_extended_pass_on_the_reference_lb", "test_suite_catches_defect"
+ALONE_TEST = "test_the_harness_alone_passes_core_through_the_labs_kubeconfig"
 
 #: The order of a session's lab tests: the lifecycle tests boot their own labs, so they go before
 #: the shared lab exists; then the reference runs start, and the tests that may go on beside them
@@ -50,7 +145,7 @@ def phase(item: pytest.Item) -> int:
         return LIFECYCLE
     if item.get_closest_marker("beside_runs") and not item.get_closest_marker("alone"):
         return BESIDE_RUNS
-    if getattr(item, "originalname", "") in (MODE_TEST, ROW_TEST):
+    if getattr(item, "originalname", "") in (MODE_TEST, ROW_TEST, ALONE_TEST):
         return RUN_RESULTS
     return AFTER_RUNS
 
@@ -94,10 +189,12 @@ def reference_runs(lab_session: LabSession, request: pytest.FixtureRequest,
     lab_session.ensure_up()
     with selected_runs(request, tmp_path_factory, MODE_TEST, "mode", run_mode, MODE_RUNS_AT_ONCE) as modes, \
             selected_runs(request, tmp_path_factory, ROW_TEST, "defect", run_row, PARALLEL_ROWS,
-                          weight=row_weight) as rows:
+                          weight=row_weight) as rows, \
+            selected_runs(request, tmp_path_factory, ALONE_TEST, "install", run_harness_alone, 1) as alone:
         modes.start_all()
         rows.start_all()
-        runs = request.config.stash[_REFERENCE_RUNS] = ReferenceRuns(modes, rows)
+        alone.start_all()
+        runs = request.config.stash[_REFERENCE_RUNS] = ReferenceRuns(modes, rows, alone)
         yield runs
 
 

@@ -4,12 +4,13 @@ A run is the product's own command line in a child process. Runs that do not dis
 (each labels what it makes with its own run id, and the exclusive tests of runs against one
 cluster wait for each other) go on side by side: ``ConcurrentRuns`` starts the ones a session
 selected together, when the first test asks for a result, and each test waits for its own.
-``ReferenceRuns`` holds the longest of them, the mode runs and the defect rows, which all go on
-at once.
+``ReferenceRuns`` holds the longest of them, the mode runs, the defect rows and the harness
+installed alone, which all go on at once.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -163,6 +164,39 @@ def run_mode(mode: str, report_dir: Path) -> Result:
                          "--mode", mode, report_dir=report_dir)
 
 
+#: The root of this checkout: what a user installs the harness from.
+CHECKOUT = Path(__file__).resolve().parents[2]
+#: A fresh virtualenv's install of the harness and its pinned dependencies (from pip's cache here).
+INSTALL_SECONDS = 600
+
+
+def run_harness_alone(name: str, report_dir: Path) -> tuple[Result, Result]:
+    """The user's path: a fresh virtualenv with the harness distribution alone installed from this
+    checkout (not editable, so the installed wheel's data folders are what runs), then ``lbconform
+    run`` against the lab through nothing but its kubeconfig, with the generic provider and the
+    lab's client namespace named as any network namespace would be. Gives what importing the lab
+    there does (it must fail: the lab is not installed) and the run."""
+    from lbconform_lab.state import LabDir
+    from lbconform_lab.topology import CLIENT_NS
+
+    venv = report_dir.parent / f"venv-{name}"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    with _SPAWN:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=INSTALL_SECONDS,
+                       env=env)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-compile", str(CHECKOUT)], check=True,
+                   capture_output=True, timeout=INSTALL_SECONDS, env=env)
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import lbconform_lab"],
+                              capture_output=True, text=True, timeout=60, check=False, env=env,
+                              cwd=report_dir.parent)
+    argv = [str(venv / "bin" / "lbconform"), "run", "--kubeconfig", str(LabDir().kubeconfig),
+            "--provider", "generic", "--client-netns", CLIENT_NS, "--profile", "core", "-n", "2",
+            "--report-dir", str(report_dir)]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS, check=False, env=env,
+                         cwd=report_dir.parent)
+    return imported, run
+
+
 @dataclass(frozen=True)
 class ReferenceRuns:
     """The mode runs of ``test_run.py`` and the defect rows of ``test_suites_catch_defects.py``,
@@ -171,8 +205,11 @@ class ReferenceRuns:
 
     modes: ConcurrentRuns[Result]
     rows: ConcurrentRuns[Result]
+    #: The harness alone, installed as a user installs it, against the lab's kubeconfig.
+    alone: ConcurrentRuns[tuple[Result, Result]]
 
     def wait_all(self) -> None:
-        """Both sets have ended (a test that disturbs nodes waits for this)."""
+        """Every set has ended (a test that disturbs nodes waits for this)."""
         self.modes.wait_all()
         self.rows.wait_all()
+        self.alone.wait_all()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lbconform.kube import objects, tweaks
-from lbconform.kube.manifests import Applier, load_one
+from lbconform.kube.manifests import Applier, Tweak, load_one
 from lbconform.kube.rawapi import RawApi
 from lbconform.wait import await_convergence, poll_until
 from lbconform_lab import topology as topo
@@ -90,18 +90,31 @@ def test_unknown_image_fails_the_pod_with_a_reason(test_namespace: Applier) -> N
     assert "registry.k8s.io/e2e-test-images/agnhost" in reason["message"]
 
 
-def test_liveness_failure_restarts_the_container(test_namespace: Applier) -> None:
-    test_namespace.create(load_one("backend-deployment", tweaks.replicas(1),
-                                   tweaks.liveness_exec(["false"])))
+#: A container killed for its liveness probe, in the kubelet's words (its "Killing" event).
+LIVENESS_KILL = "failed liveness probe, will be restarted"
+
+
+@pytest.mark.parametrize(("tweak", "by_liveness"), [
+    (tweaks.liveness_exec(["false"]), True),
+    # The wrong manifest that tells the check apart: a container that exits on its own also restarts.
+    (tweaks.container_args(["no-such-subcommand"]), False),
+], ids=["failing-liveness-probe", "exits-on-its-own"])
+def test_liveness_failure_restarts_the_container(test_namespace: Applier, tweak: Tweak,
+                                                 by_liveness: bool) -> None:
+    """A container whose liveness probe fails is killed for it and restarted; one that exits on its
+    own restarts without that reason."""
+    test_namespace.create(load_one("backend-deployment", tweaks.replicas(1), tweak))
     api, ns = test_namespace.api, test_namespace.namespace
     assert ns
 
-    def restarted() -> int:
-        counts = [c.get("restartCount", 0) for p in objects.pods(api, ns, "app=backend")
-                  for c in p.get("status", {}).get("containerStatuses") or []]
-        return max(counts, default=0)
+    def restarted() -> bool:
+        return any(c.get("restartCount", 0) >= 1 for p in objects.pods(api, ns, "app=backend")
+                   for c in p.get("status", {}).get("containerStatuses") or [])
 
-    assert poll_until(restarted, timeout=40, description="a liveness restart") >= 1
+    poll_until(restarted, timeout=40, description="the container's first restart")
+    events = api.get(f"/api/v1/namespaces/{ns}/events").get("items", [])
+    kills = [e for e in events if e.get("reason") == "Killing" and LIVENESS_KILL in e.get("message", "")]
+    assert bool(kills) is by_liveness, [(e.get("reason"), e.get("message")) for e in events]
 
 
 def test_host_network_daemonset_with_field_ref_env(test_namespace: Applier) -> None:

@@ -634,7 +634,7 @@ def test_lab_hosted_providers_kill_nodes_only_in_the_lab(name: str, monkeypatch:
     monkeypatch.setenv("LBCONFORM_LAB_DIR", str(tmp_path / "no-lab"))
     provider = configured(name)
     for action in (provider.kill_node, provider.start_node, provider.restart_kube_proxy):
-        with pytest.raises(NotSupported, match="outside the lab"):
+        with pytest.raises(NotSupported, match="outside a local cluster"):
             action("node-1")
 
 

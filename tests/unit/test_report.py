@@ -402,7 +402,7 @@ def test_to_result_takes_properties_from_the_latest_phase() -> None:
 
 def test_to_result_outcomes() -> None:
     skip = ("suites/test_s.py", 3, "Skipped: not supported: BackendPool")
-    not_supported = ("lbconform.result", "not supported")
+    not_supported = ("lbconform.result", "not-supported")
     res, _ = to_result("n", [report("setup", "skipped", [FEATURES, not_supported], skip),
                              report("teardown", "passed", [])])
     assert (res.outcome, res.message) == ("not-supported", "not supported: BackendPool")

@@ -24,7 +24,9 @@ BAD_INPUT = [
         ["--kubeconfig", "/nonexistent/kubeconfig", "--provider", "generic"],
         "--kubeconfig /nonexistent/kubeconfig: no such file",
     ),
-    (["--kubeconfig", __file__], "the lab provider reads the lab's own load balancer"),
+    (["--kubeconfig", __file__, "--provider", "lab"], "the lab provider reads the lab's own load balancer"),
+    (["--kubeconfig", __file__], "with --kubeconfig, name the implementation's provider with --provider"),
+    (["--client-netns", "lbc-no-such-ns"], "--client-netns lbc-no-such-ns: no such network namespace"),
     (["--context", "prod"], "--context needs --kubeconfig"),
     (["--provider-option", "flavour"], "--provider-option 'flavour': use NAME=VALUE"),
     (
@@ -64,15 +66,17 @@ def test_pytest_argv_carries_every_choice() -> None:
         context="c",
         provider="generic",
         mode="m",
-        profiles=["core", "extended"],
+        profile=["core", "extended"],
         features=["UDP"],
         exempt_features=["SourceRanges"],
-        timeouts=["lb_create=5m"],
-        provider_options=["a=b"],
+        timeout=["lb_create=5m"],
+        provider_option=["a=b"],
         workers=3,
         report_dir=Path("/r"),
-        implementation={"project": "p", "version": ""},
-        contacts=["me"],
+        project="p",
+        implementation_version="",
+        contact=["me"],
+        client_netns="ns1",
         pytest_args=["-k", "x"],
         allow_disruptive=True,
         run_id="ci1234",
@@ -98,15 +102,50 @@ def test_pytest_argv_carries_every_choice() -> None:
         ("--alluredir", "/r/allure-results"),
         ("--junitxml", "/r/junit.xml"),
         ("--run-id", "ci1234"),
+        ("--client-netns", "ns1"),
     ]:
         assert pair in pairs, pair
     assert "--implementation-version" not in argv
     assert argv[-2:] == ["-k", "x"]
 
 
+def test_the_suites_pytest_reads_back_every_option_lbconform_run_was_given() -> None:
+    """One table of options: whatever ``lbconform run`` parses reaches the plugin's option of the
+    same dest with the same value (parsed here by a parser built as the plugin builds its own)."""
+    import argparse
+
+    from lbconform import options
+
+    cli, plugin = argparse.ArgumentParser(), argparse.ArgumentParser()
+    options.add_all(cli.add_argument, pytest=False)
+    options.add_all(plugin.add_argument, pytest=True)
+    given: list[str] = []
+    for o in options.RUN_OPTIONS:
+        one = "/k" if o.dest == "kubeconfig" else f"{o.dest}-1"  # an absolute path stays as it is
+        given += [o.flag] if o.switch else [o.flag, one] + ([o.flag, f"{o.dest}-2"] if o.repeat else [])
+    values = vars(cli.parse_args(given))
+    argv = pytest_argv(RunOptions(**values))
+    back = vars(plugin.parse_args(_plugin_args(argv)))
+    for o in options.RUN_OPTIONS:
+        assert back[o.in_pytest.lstrip("-").replace("-", "_")] == values[o.dest], o.flag
+
+
+def _plugin_args(argv: list[str]) -> list[str]:
+    """The arguments of ``pytest_argv`` that are run options (pytest's own left out)."""
+    from lbconform import options
+
+    names = {o.in_pytest for o in options.RUN_OPTIONS}
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg in names:
+            switch = next(o.switch for o in options.RUN_OPTIONS if o.in_pytest == arg)
+            out += [arg] if switch else [arg, argv[i + 1]]
+    return out
+
+
 def test_a_lab_provider_must_meet_the_load_balancer_the_lab_runs() -> None:
     from lbconform.errors import UsageError
-    from lbconform.target import check_lab_lb, lab_lb_for
+    from lbconform_lab.local import check_lab_lb, lab_lb_for
 
     check_lab_lb("lab", "reference")
     check_lab_lb("metallb", "metallb")

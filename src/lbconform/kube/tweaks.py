@@ -219,6 +219,16 @@ def liveness_exec(command: list[str], period: int = 1, failures: int = 1) -> Twe
     return tweak
 
 
+def container_args(args: list[str]) -> Tweak:
+    """Every container's ``args`` (agnhost: its subcommand and flags)."""
+    def tweak(obj: Json) -> None:
+        for c in _containers(obj):
+            c["args"] = list(args)
+
+    tweak.__name__ = "container_args"
+    return tweak
+
+
 def service_annotations(values: dict[str, str]) -> Tweak:
     """Service annotations, such as a provider's or the lab LB's ``lab.lbconform.io/*``."""
     def tweak(obj: Json) -> None:

@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import urllib3.exceptions
 
@@ -25,7 +25,32 @@ from lbconform_lab.agent.sandbox import Sandbox
 from lbconform_lab.agent.volumes import PodContext, PodVolumes, VolumeError
 
 if TYPE_CHECKING:
-    from lbconform_lab.agent.main import Agent
+    from pathlib import Path
+
+    from lbconform.kube.rawapi import RawApi
+    from lbconform_lab import topology as topo
+    from lbconform_lab.agent.envsources import NodeResources
+    from lbconform_lab.agent.ipam import PodIPAM
+    from lbconform_lab.agent.objects import ObjectCache
+    from lbconform_lab.agent.tokens import TokenManager
+    from lbconform_lab.state import LabDir
+
+
+class Agent(Protocol):
+    """What a pod worker asks of its node's agent (``agent.main.Agent``, which starts the workers)."""
+
+    node: topo.Node
+    labdir: LabDir
+    nodedir: Path
+    api: RawApi
+    ipam: PodIPAM
+    objects: ObjectCache
+    tokens: TokenManager
+    resources: NodeResources
+
+    def forget(self, uid: str) -> None: ...
+
+    def event(self, pod: Json, reason: str, message: str, kind: str = "Normal") -> None: ...
 
 log = logging.getLogger(__name__)
 
