@@ -26,6 +26,7 @@ from lbconform.kube.rawapi import RawApi
 from lbconform.pytest_plugin import cluster_share, share_lock_of
 from lbconform_lab.cluster import Lab
 from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_row
+from tests.lab.helpers import LabSession
 from tests.lab.runs import (
     CHAOS_PROFILE,
     MODE_RUNS_AT_ONCE,
@@ -43,33 +44,6 @@ from tests.lab.runs import (
 #: Test namespaces and what they hold are gone within this.
 NAMESPACE_TIMEOUT_SECONDS = 120.0
 
-
-class LabSession:
-    """Whether this session booted the lab, and so whether it must take it down."""
-
-    def __init__(self) -> None:
-        self.lab = Lab()
-        # A lab a killed run left behind is no one's: it is removed, and this session boots its own.
-        self.lab.replace_leftover()
-        self.user_lab = self.lab.dir.exists()
-        self.booted = False
-
-    def ensure_up(self) -> Lab:
-        if not self.lab.dir.exists():
-            self.lab.up()
-            self.booted = True
-        return self.lab
-
-    def ensure_down(self) -> None:
-        if self.user_lab:
-            pytest.skip("a lab started outside this test session is running; "
-                        "lifecycle tests need the machine without one")
-        if self.lab.dir.exists():
-            self.lab.down()
-
-    def close(self) -> None:
-        if self.booted and not self.user_lab:
-            self.lab.down()
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lbconform.kube import objects
 from lbconform.kube.manifests import Applier, Tweak, load
 from lbconform.kube.rawapi import Json, RawApi
@@ -319,3 +321,30 @@ def restart_the_lb_under_local_policy(ns: Applier) -> Restarted:
         established = fleet.request()
     return Restarted(vip, before, after, ServiceJig(ns, "backend").ingress(), answers, established)
 
+
+class LabSession:
+    """Whether this session booted the lab, and so whether it must take it down."""
+
+    def __init__(self) -> None:
+        self.lab = Lab()
+        # A lab a killed run left behind is no one's: it is removed, and this session boots its own.
+        self.lab.replace_leftover()
+        self.user_lab = self.lab.dir.exists()
+        self.booted = False
+
+    def ensure_up(self) -> Lab:
+        if not self.lab.dir.exists():
+            self.lab.up()
+            self.booted = True
+        return self.lab
+
+    def ensure_down(self) -> None:
+        if self.user_lab:
+            pytest.skip("a lab started outside this test session is running; "
+                        "lifecycle tests need the machine without one")
+        if self.lab.dir.exists():
+            self.lab.down()
+
+    def close(self) -> None:
+        if self.booted and not self.user_lab:
+            self.lab.down()

@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from fixtures.chaos import Experiment
-from fixtures.lab import LabSession
 from lbconform.chaos.runner import experiment_path, parse_journal, var_arg
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier
@@ -28,7 +27,13 @@ from lbconform.kube.rawapi import RawApi
 from lbconform.termination import Ordering
 from lbconform_lab.cluster import Lab
 from lbconform_lab.provider import LabProvider
-from tests.lab.helpers import deploy_backend, not_supported_with_reasons, wait_for_healthy, wait_for_vip
+from tests.lab.helpers import (
+    LabSession,
+    deploy_backend,
+    not_supported_with_reasons,
+    wait_for_healthy,
+    wait_for_vip,
+)
 from tests.lab.runs import CHAOS_PROFILE, ConcurrentRuns, Result, outcome, selected_runs
 
 pytestmark = pytest.mark.lab

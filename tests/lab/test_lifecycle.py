@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.lab import LabSession
 from lbconform.errors import LabError
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier, load
@@ -22,6 +21,7 @@ from lbconform_lab import netns as ns
 from lbconform_lab import procs, topology
 from lbconform_lab.cluster import Lab
 from lbconform_lab.state import LabDir
+from tests.lab.helpers import LabSession
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
 
