@@ -93,6 +93,11 @@ class Deadline:
         return self.clock() >= self.at
 
 
+class FinalAnswer(Exception):
+    """An answer no wait retries: raised by a probe, it ends the wait at once, whatever
+    ``retry_on`` says (a provider that cannot observe what is awaited will not later)."""
+
+
 def poll_until(
     probe: Callable[[], T | NotYet | None],
     *,
@@ -106,7 +111,8 @@ def poll_until(
 ) -> T:
     """Call ``probe`` until it returns a truthy value, and return that value.
 
-    Exceptions listed in ``retry_on`` count as "not yet" and are kept as the last error.
+    Exceptions listed in ``retry_on`` count as "not yet" and are kept as the last error, except
+    ``FinalAnswer`` ones, which end the wait at once.
     The probe always runs at least once, even with a zero timeout. Running out raises
     ``timeout_error``: LbWaitTimeout where what is awaited is the load balancer's doing.
     """
@@ -118,6 +124,8 @@ def poll_until(
         while True:
             try:
                 value = probe()
+            except FinalAnswer:
+                raise
             except retry_on as exc:
                 last_error, broke = exc, True
             else:

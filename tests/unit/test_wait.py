@@ -112,3 +112,20 @@ def test_a_bound_says_what_it_allowed_for() -> None:
     bound = Bound((("declared time to unhealthy", 4.0), ("one check interval", 2.0), ("the poll", 0.1)))
     assert bound.total == pytest.approx(6.1)
     assert str(bound) == "6.1s = declared time to unhealthy 4s + one check interval 2s + the poll 0.1s"
+
+
+def test_a_provider_that_cannot_observe_ends_the_wait_at_once() -> None:
+    """NotSupported is a final answer: a wait that retries every other error does not retry it (a
+    health-check wait on a provider that cannot read pools reports not supported, not a timeout)."""
+    from lbconform.providers.base import NotSupported
+
+    clock = FakeClock()
+    calls: list[int] = []
+
+    def probe() -> object:
+        calls.append(1)
+        raise NotSupported("cannot read backend pools")
+
+    with pytest.raises(NotSupported, match="cannot read backend pools"):
+        poll_until(probe, timeout=10, description="x", interval=1, clock=clock, sleep=clock.sleep)
+    assert calls == [1] and clock.sleeps == []

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, ClassVar, Final
 from lbconform.config import Timeouts
 from lbconform.errors import UsageError
 from lbconform.features import Feature
+from lbconform.wait import FinalAnswer
 
 if TYPE_CHECKING:
     from lbconform.kube.rawapi import RawApi
 
 
-class NotSupported(Exception):
-    """The provider cannot observe or do this; tests that need it report *not supported*."""
+class NotSupported(FinalAnswer):
+    """The provider cannot observe or do this; tests that need it report *not supported*. No wait
+    retries it: it will not be otherwise later."""
 
 
 #: Where a node-pool implementation's traffic enters the cluster (``Declared.entry``). Every node
