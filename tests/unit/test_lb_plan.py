@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from lbconform_lab.lb import nft, plan
-from lbconform_lab.lb.controller import Controller, ServiceState, wants_lb
+from lbconform_lab.lb.controller import ServiceState, wants_lb
 from lbconform_lab.lb.params import LB_CLASS, NEVER_FORGET_SECONDS, SHORT_IDLE_SECONDS, Params, ip_mode
+from lbconform_lab.lb.status import published_ip_mode
 
 NODES = [plan.NodeInfo("node-1", "198.19.0.11", 1), plan.NodeInfo("node-2", "198.19.0.12", 2)]
 
@@ -86,7 +87,7 @@ def test_the_ingress_says_proxy_where_the_lb_rewrites_the_destination() -> None:
     for mode, published in (("node", "VIP"), ("nodeport", "VIP"), ("pod", "Proxy")):
         state = ServiceState(key="ns/backend", uid="u", vip="198.18.0.1", index=1, params=Params(mode=mode),
                              defects=frozenset({"wrong-ip-mode"}))
-        assert Controller._ip_mode(state) == published, mode
+        assert published_ip_mode(state) == published, mode
 
 
 def test_no_spread_sends_every_flow_to_the_first_healthy_backend() -> None:

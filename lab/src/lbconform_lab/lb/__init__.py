@@ -6,3 +6,8 @@ hash of its 5-tuple over the healthy set, conntrack pins it, an idle flow is for
 the Service's idle timeout and hashed again. Started with a defect, it misbehaves in one
 named way so that the suites can prove they catch it.
 """
+
+from typing import Final
+
+#: The ``loadBalancerClass`` it serves, besides Services without one.
+LB_CLASS: Final = "lbconform.io/lab"

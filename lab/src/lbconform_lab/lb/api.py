@@ -15,9 +15,40 @@ import threading
 from typing import Any
 
 from lbconform_lab.lb.controller import Controller
+from lbconform_lab.lb.model import Json
 from lbconform_lab.lb.params import DEFECTS
+from lbconform_lab.lb.service import ServiceState
 
 PORT = 9100
+
+
+def describe(st: ServiceState) -> Json:
+    """One Service's state, as ``GET /services/NS/NAME`` answers it."""
+    backends = []
+    for k, b in sorted(st.pool.items()):
+        h = st.health(k)
+        backends.append({
+            "name": k, "address": b.ip, "ports": [{"protocol": p[0][0], "port": p[0][1], "target": p[1]}
+                                                  for p in b.ports],
+            "healthy": k in st.healthy,
+            "lastChange": st.health_changed.get(k),
+            "healthCheck": None if b.health is None else {
+                "target": f"{b.health.protocol}://{b.health.ip}:{b.health.port}{b.health.path}",
+                "passing": h.healthy if h else None, "lastResult": h.last_result if h else None,
+                "checks": h.checks if h else 0},
+        })
+    return {"service": st.key, "uid": st.uid, "vip": st.vip, "mode": st.params.mode,
+            "parameters": st.params.as_dict(), "pool": backends, "healthy": st.healthy,
+            "counters": dict(st.counters), "defects": sorted(st.defects)}
+
+
+def state(controller: Controller) -> Json:
+    """The LB's state, as ``GET /services`` answers it."""
+    with controller.lock:
+        return {"defects": sorted(controller.defects),
+                "runDefects": {run: sorted(d) for run, d in sorted(controller.run_defects.items())},
+                "services": {k: describe(s) for k, s in sorted(controller.services.items())},
+                "deletedButKept": {k: s.vip for k, s in sorted(controller.ghosts.items())}}
 
 
 def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> http.server.ThreadingHTTPServer:
@@ -32,18 +63,18 @@ def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> ht
 
         def do_GET(self) -> None:
             parts = [p for p in self.path.split("?")[0].split("/") if p]
-            state = controller.state()
+            doc = state(controller)
             if parts == ["healthz"]:  # ready once the first pass has rendered the rules
                 ready = controller.ready.is_set()
                 self._send(200 if ready else 503, {"ok": ready})
             elif parts == ["defects"]:
-                self._send(200, {"defects": state["defects"], "runDefects": state["runDefects"],
+                self._send(200, {"defects": doc["defects"], "runDefects": doc["runDefects"],
                                  "known": {d.name: {"does": d.does, "correct": d.correct}
                                            for d in DEFECTS.values()}})
             elif parts == ["services"]:
-                self._send(200, state)
+                self._send(200, doc)
             elif len(parts) == 3 and parts[0] == "services":
-                svc = state["services"].get(f"{parts[1]}/{parts[2]}")
+                svc = doc["services"].get(f"{parts[1]}/{parts[2]}")
                 if svc:
                     self._send(200, svc)
                 else:

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lbconform_lab.lb.model import HealthTarget
 from lbconform_lab.lb.params import Params
-from lbconform_lab.lb.plan import HealthTarget
 
 log = logging.getLogger(__name__)
 
