@@ -5,7 +5,7 @@ cloud-controller-manager running only the service controller) gives each LoadBal
 an address from the ``kubevip`` ConfigMap's range; kube-vip, in services mode with ARP and an
 election per Service (a Lease ``kubevip-<service>`` in the Service's namespace, held by a node),
 adds the address to the winning node's interface, sends gratuitous ARP, and writes the ingress
-status. What the lab does, and why (README lists it):
+status. What the lab does, and why (docs/lab.md lists it):
 
 - The cloud provider's manifest (``manifest/kube-vip-cloud-controller.yaml`` of its module) is
   applied as upstream ships it.

@@ -1,7 +1,7 @@
 """MetalLB as the lab's load balancer: installed from upstream's own manifest, then configured.
 
 ``lab up --lb metallb`` boots the lab without the reference LB and hands the VIP range to
-MetalLB in layer-2 mode. What the lab changes to make that work, and why (README lists it):
+MetalLB in layer-2 mode. What the lab changes to make that work, and why (docs/lab.md lists it):
 
 - Nothing in ``metallb-native.yaml``: it is applied as upstream ships it (CRDs, RBAC, the
   webhook, the controller Deployment, the speaker DaemonSet), with the lab's kubectl.

@@ -1,7 +1,7 @@
 """The reference LB's per-Service parameters (annotations); and, from ``defects`` where their
 table is, its defects.
 
-Every annotation is under ``lab.lbconform.io/``; ``ANNOTATIONS`` is the table the README
+Every annotation is under ``lab.lbconform.io/``; ``ANNOTATIONS`` is the table docs/lab.md
 documents. Parsing is strict: a bad value is reported on the Service as an event and the
 default is used.
 """
