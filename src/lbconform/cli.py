@@ -102,22 +102,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from lbconform.config import parse_duration
     from lbconform.kube.rawapi import RawApi, api_client
     from lbconform.kube.sweeper import sweep
-    from lbconform.localcluster import the_local_cluster
+    from lbconform.localcluster import kubeconfig_of
 
     try:
         older = parse_duration(args.older_than)
     except ValueError as exc:
         raise LbconformError(str(exc)) from None
-    if args.kubeconfig:
-        kubeconfig = Path(args.kubeconfig).expanduser()
-    else:
-        local = the_local_cluster()
-        access = local.running()
-        if access is None:
-            raise LbconformError(f"no {local.name} is running and no --kubeconfig was given: "
-                                 "name the cluster")
-        kubeconfig = access.kubeconfig
-    api = RawApi(api_client(kubeconfig, args.context))
+    api = RawApi(api_client(kubeconfig_of(args.kubeconfig), args.context))
     result = sweep(api, run_id=args.run_id, older_than=older)
     print(f"deleting {len(result.namespaces)} namespaces: {' '.join(result.namespaces) or '-'}")
     print(f"restored {len(result.nodes)} nodes: {' '.join(result.nodes) or '-'}")

@@ -108,6 +108,18 @@ def the_local_cluster() -> LocalCluster:
     return found[0]
 
 
+def kubeconfig_of(kubeconfig: str | None) -> Path:
+    """The kubeconfig the user named, else the running local cluster's; one line when neither."""
+    if kubeconfig:
+        return Path(kubeconfig).expanduser()
+    local = the_local_cluster()
+    access = local.running()
+    if access is None:
+        raise UsageError(f"no {local.name} is running and no --kubeconfig was given: name the cluster "
+                         f"with --kubeconfig, or start one with `lbconform {local.name} up`")
+    return access.kubeconfig
+
+
 def owner_of(api: RawApi | None) -> LocalCluster | None:
     """The local cluster whose apiserver ``api`` is, if any."""
     if api is None:

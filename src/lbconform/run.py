@@ -29,7 +29,7 @@ import yaml
 from lbconform import options, preflight, progress, providers
 from lbconform.errors import UsageError
 from lbconform.features import PROFILES, parse_features
-from lbconform.localcluster import the_local_cluster
+from lbconform.localcluster import kubeconfig_of, the_local_cluster
 from lbconform.nsexec import netns_exists
 from lbconform.resources import data_dir
 
@@ -296,13 +296,7 @@ def sweep_interrupted(opts: RunOptions, say: Say) -> None:
 
     assert opts.run_id is not None
     try:
-        if opts.kubeconfig:
-            kubeconfig = Path(opts.kubeconfig).expanduser()
-        elif (access := the_local_cluster().running()) is not None:
-            kubeconfig = access.kubeconfig
-        else:
-            raise UsageError("the local cluster is gone")
-        api = RawApi(api_client(kubeconfig, opts.context))
+        api = RawApi(api_client(kubeconfig_of(opts.kubeconfig), opts.context))
         swept = sweep(api, run_id=opts.run_id)
         selector = run_selector(opts.run_id)
         poll_until(lambda: not api.get("/api/v1/namespaces", labelSelector=selector)["items"],
