@@ -98,6 +98,31 @@ def cmd_report_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_declaration_show(args: argparse.Namespace) -> int:
+    """A provider's declaration in the file format: where a vendor's own declaration starts."""
+    from lbconform.declaration import show
+
+    print(show(args.provider, args.mode), end="")
+    return 0
+
+
+def cmd_declaration_check(args: argparse.Namespace) -> int:
+    """Check a declaration file, over a provider's claims, as ``lbconform run --declaration`` does."""
+    from lbconform import providers
+    from lbconform.declared_provider import FROM_DECLARATION, apply_declaration
+
+    provider = providers.load(args.provider)
+    if args.mode is not None:
+        provider.set_mode(args.mode)
+    declared = apply_declaration(provider, args.file)
+    sources = declared.provenance().values()
+    own = sum(s["from"] == FROM_DECLARATION for s in sources)
+    features = "its own" if declared.declaration.features is not None else "the provider's"
+    print(f"{args.file}: a valid declaration over the {provider.name} provider: {own} of {len(sources)} "
+          f"declared values its own, features {features}")
+    return 0
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from lbconform.config import parse_duration
     from lbconform.kube.rawapi import RawApi, api_client
@@ -141,6 +166,20 @@ def parser() -> argparse.ArgumentParser:
     verify = report_sub.add_parser("verify", help="check a conformance report: schema and statistics")
     verify.add_argument("file", help="conformance-report.yaml (or .json)")
     verify.set_defaults(func=cmd_report_verify)
+
+    declaration = sub.add_parser("declaration", help="what an implementation claims, as a file for "
+                                                     "'run --declaration': 'show' one, 'check' one")
+    declaration_sub = declaration.add_subparsers(dest="declaration_action", required=True)
+    show = declaration_sub.add_parser("show", help="print a provider's declaration as a declaration file "
+                                                   "(YAML): a start for your own")
+    show.add_argument("--provider", required=True, help="an installed provider: generic, kind, metallb, ...")
+    show.add_argument("--mode", help="the provider's mode (default: its default)")
+    show.set_defaults(func=cmd_declaration_show)
+    check = declaration_sub.add_parser("check", help="check a declaration file without a cluster")
+    check.add_argument("file", help="the declaration (YAML or JSON)")
+    check.add_argument("--provider", default="generic", help="the provider it overrides (default: generic)")
+    check.add_argument("--mode", help="the provider's mode (default: its default)")
+    check.set_defaults(func=cmd_declaration_check)
 
     sweep = sub.add_parser("sweep", help="remove what killed runs left (only objects with the run label)")
     sweep.add_argument("--kubeconfig", help="the cluster (default: the local cluster, the lab)")

@@ -57,6 +57,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--mode", "the implementation's mode, as the provider names them (lab: node, nodeport, pod)"),
     Option("--provider-option", "an option of the provider (repeatable; docs/providers.md lists them)",
            repeat=True, metavar="NAME=VALUE"),
+    Option("--declaration", "what the implementation claims, as a file (YAML or JSON): its features and "
+                            "values override the provider's (docs/writing-a-declaration.md)", metavar="FILE"),
     Option("--profile", f"{', '.join(PROFILES)} (repeatable; default: core)", repeat=True, metavar="PROFILE"),
     Option("--features", "claim a feature the provider does not declare (repeatable)", repeat=True,
            metavar="FEATURE"),

@@ -95,21 +95,27 @@ def selected_profiles(config: pytest.Config) -> list[str]:
 
 def run_info(config: pytest.Config) -> Any:
     """The run's facts for the report, asked of the target when the run ends."""
+    from lbconform.declared_provider import implementation_of, provenance_of
     from lbconform.report.model import Implementation, RunInfo, lbconform_version, utc_now
 
     target = session_target(config)
     provider = target.provider
-    def opt(dest: str) -> Any:
-        return options.get(config.getoption, dest)
+    from_file = implementation_of(provider)
+
+    def opt(dest: str, key: str) -> str:
+        """The option's value, else the declaration file's implementation field ``key``."""
+        return str(options.get(config.getoption, dest) or from_file.get(key, ""))
 
     return RunInfo(
-        implementation=Implementation(opt("organization") or "", opt("project") or "", opt("url") or "",
-                                      opt("implementation_version") or "", tuple(opt("contact"))),
+        implementation=Implementation(opt("organization", "organization"), opt("project", "project"),
+                                      opt("url", "url"), opt("implementation_version", "version"),
+                                      tuple(options.get(config.getoption, "contact"))),
         provider=provider.name, mode=provider.mode or "default", target=target.kind,
         kubernetes_version=target.kubernetes_version(), nodes=tuple(sorted(target.node_addresses())),
         date=utc_now(), lbconform_version=lbconform_version(), run_id=run_id(config),
         profiles=tuple(selected_profiles(config)),
-        declared=dataclasses.asdict(provider.declared()), timeouts=dataclasses.asdict(target.timeouts))
+        declared=dataclasses.asdict(provider.declared()), declared_sources=provenance_of(provider),
+        timeouts=dataclasses.asdict(target.timeouts))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -222,7 +228,9 @@ def exclusive_from_start(item: pytest.Item) -> bool:
 
 
 def load_provider(config: pytest.Config) -> Any:
+    """The run's provider, in the run's mode, with the run's declaration file (if any) over its claims."""
     from lbconform import providers
+    from lbconform.declared_provider import apply_declaration
     from lbconform.errors import UsageError
     from lbconform.localcluster import the_local_cluster
 
@@ -236,6 +244,9 @@ def load_provider(config: pytest.Config) -> Any:
         mode = config.getoption("--mode")
         if mode is not None:
             provider.set_mode(mode)
+        declaration = config.getoption("--declaration")
+        if declaration:
+            provider = apply_declaration(provider, declaration)
     except Exception as exc:
         raise pytest.UsageError(str(exc)) from None
     return provider

@@ -1,7 +1,7 @@
 """``lbconform run``: the suites under pytest against a target, and the reports they leave.
 
-Input is checked before anything is made (provider, mode, profiles, features, timeouts,
-kubeconfig), so a mistake costs one line and no lab. Without ``--kubeconfig`` the target is
+Input is checked before anything is made (provider, mode, declaration, profiles, features,
+timeouts, kubeconfig), so a mistake costs one line and no lab. Without ``--kubeconfig`` the target is
 the local cluster (``lbconform.localcluster``: the lab): a running one is used as it is and
 left running; otherwise one is booted for the run and removed afterwards unless ``keep_lab``.
 pytest runs as a child process (with pytest-xdist when ``workers`` > 1), so that the suites'
@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from lbconform import options, preflight, progress, providers
+from lbconform.declared_provider import apply_declaration
 from lbconform.errors import UsageError
 from lbconform.features import PROFILES, parse_features
 from lbconform.localcluster import kubeconfig_of, the_local_cluster
@@ -55,6 +56,7 @@ class RunOptions:
     provider: str | None = None
     mode: str | None = None
     provider_option: list[str] = field(default_factory=list)
+    declaration: str | None = None
     profile: list[str] = field(default_factory=lambda: ["core"])
     features: list[str] = field(default_factory=list)
     exempt_features: list[str] = field(default_factory=list)
@@ -100,6 +102,8 @@ def validate(opts: RunOptions) -> RunOptions:
         provider.set_mode(opts.mode)
     provider.configure(None, parse_options(opts.provider_option))
     provider.check_target(bool(opts.kubeconfig))
+    if opts.declaration:
+        provider = apply_declaration(provider, opts.declaration)
     unknown = [p for p in opts.profile if p not in PROFILES]
     if unknown:
         raise UsageError(f"unknown profile {unknown[0]!r}: profiles are {', '.join(PROFILES)}")
@@ -133,8 +137,10 @@ def pytest_argv(opts: RunOptions) -> list[str]:
     if opts.workers > 1:
         argv += ["-n", str(opts.workers), "--dist", "loadgroup"]
     values = dataclasses.asdict(opts)
-    if opts.kubeconfig:  # pytest runs in the suites' folder: a path the user gave is resolved from theirs
-        values["kubeconfig"] = str(Path(opts.kubeconfig).expanduser().resolve())
+    # pytest runs in the suites' folder: a path the user gave is resolved from theirs.
+    for name in ("kubeconfig", "declaration"):
+        if values[name]:
+            values[name] = str(Path(values[name]).expanduser().resolve())
     return argv + options.pytest_args(values) + opts.pytest_args
 
 

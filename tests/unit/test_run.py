@@ -121,7 +121,8 @@ def test_the_suites_pytest_reads_back_every_option_lbconform_run_was_given() -> 
     options.add_all(plugin.add_argument, pytest=True)
     given: list[str] = []
     for o in options.RUN_OPTIONS:
-        one = "/k" if o.dest == "kubeconfig" else f"{o.dest}-1"  # an absolute path stays as it is
+        # A path is resolved from the user's folder: an absolute one stays as it is.
+        one = f"/{o.dest}" if o.dest in ("kubeconfig", "declaration") else f"{o.dest}-1"
         given += [o.flag] if o.switch else [o.flag, one] + ([o.flag, f"{o.dest}-2"] if o.repeat else [])
     values = vars(cli.parse_args(given))
     argv = pytest_argv(RunOptions(**values))

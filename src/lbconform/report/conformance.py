@@ -1,7 +1,9 @@
 """The conformance report: the versioned YAML document a vendor submits for a run.
 
 Its format is ``reports/schema/conformance-report.v1alpha1.json``; keys are camelCase except
-inside ``declared``, which holds the provider's parameters under the provider's own names.
+inside ``declared``, which holds the provider's parameters under the provider's own names, and
+``declaredSources``, which says by the same names where each came from: the provider, or a
+declaration file (``--declaration``) with the link to the documentation that states it.
 
 How results are aggregated:
 
@@ -80,6 +82,7 @@ def build(results: Iterable[TestResult], measurements: Iterable[Measurement], ru
             "mode": run.mode,
         },
         "declared": dict(run.declared),
+        **({"declaredSources": dict(run.declared_sources)} if run.declared_sources else {}),
         "timeouts": {name: float(seconds) for name, seconds in run.timeouts.items()},
         "profiles": [_profile(name, results, interrupted) for name in PROFILES if name in run.profiles],
         "measurements": [_measurement(m) for m in sorted(

@@ -1,14 +1,16 @@
 """The datasheet: every measurement of one run, beside the value the provider declared.
 
 Markdown, for people: what the harness measured (time to unhealthy, idle timeout, resets per
-rollout) next to what the implementation's documentation promises. The conformance report
-carries the same numbers for machines.
+rollout) next to what the implementation's documentation promises. The declared values come
+first, each saying where it came from: the provider, or a declaration file with the link to the
+documentation that states it. The conformance report carries the same for machines.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from lbconform.report.model import Measurement, RunInfo
 
@@ -27,6 +29,7 @@ def render(measurements: Iterable[Measurement], run: RunInfo) -> str:
         f"Kubernetes {run.kubernetes_version}, {run.date}, run `{run.run_id}`, "
         f"lbconform {run.lbconform_version}.",
         "",
+        *declared_values(run),
     ]
     rows = sorted(measurements, key=lambda m: (m.feature is None, m.feature or "", m.name, m.test))
     if not rows:
@@ -45,6 +48,41 @@ def render(measurements: Iterable[Measurement], run: RunInfo) -> str:
             m.test or NONE,
         )))
     return "\n".join(lines) + "\n"
+
+
+def declared_values(run: RunInfo) -> list[str]:
+    """The run's declared values (notes aside: the report has them), each with where it came from,
+    and the values a declaration file gives for one externalTrafficPolicy."""
+    if not run.declared:
+        return []
+    lines = ["Declared values, each the provider's or the declaration file's (with its source):", ""]
+    for name, value in run.declared.items():
+        if name == "notes":
+            continue
+        origin = run.declared_sources.get(name, {})
+        lines.append(f"- `{name}`: {_value(value)}{_origin(origin)}")
+        for policy, given in (origin.get("perPolicy") or {}).items():
+            lines.append(f"  - externalTrafficPolicy {policy}: {_value(given.get('value'))}{_origin(given)}")
+    return [*lines, ""]
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return number(value)
+    return f"`{value}`"
+
+
+def _origin(origin: Mapping[str, Any]) -> str:
+    """`` (provider)``, `` (declaration, [source](https://...))``; nothing where the run says nothing."""
+    if not origin.get("from"):
+        return ""
+    source = str(origin.get("source") or "")
+    link = f"[source]({source})" if source.startswith(("https://", "http://")) else f"source `{source}`"
+    return f" ({origin['from']}{', ' + link if source else ''})"
 
 
 def number(value: float, *, signed: bool = False) -> str:

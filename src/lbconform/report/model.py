@@ -135,7 +135,10 @@ class RunInfo:
 
     ``target`` is ``"lab"`` or ``"cluster"``; ``date`` is ISO-8601 in UTC (``utc_now()``);
     ``profiles`` are the profiles the run selected; ``declared`` the provider's declared
-    parameters and ``timeouts`` the timeouts in effect, in seconds.
+    parameters (a declaration file's over them), ``declared_sources`` where each came from (by the
+    same names: ``{"from": "provider"}``, or ``"declaration"`` with the file's ``source`` link and
+    any ``perPolicy`` values; see ``lbconform.declared_provider``), and ``timeouts`` the timeouts
+    in effect, in seconds.
     """
 
     implementation: Implementation
@@ -149,6 +152,7 @@ class RunInfo:
     run_id: str
     profiles: tuple[str, ...]
     declared: dict[str, Any] = field(default_factory=dict)
+    declared_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
     timeouts: dict[str, float] = field(default_factory=dict)
 
     @classmethod
