@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from lbconform import options
-from lbconform.errors import LbconformError, UsageError
+from lbconform.errors import LbconformError
 
 DESCRIPTION = ("Conformance and chaos tests for Kubernetes Service type=LoadBalancer implementations: "
                "'lbconform run --kubeconfig K --provider P' certifies your cluster's load balancer.")
@@ -77,24 +77,44 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``report verify``: the report holds together, but there is no evidence to check its outcomes against.
+EXIT_UNVERIFIABLE = 3
+
+
 def cmd_report_verify(args: argparse.Namespace) -> int:
-    """Check a conformance report against the schema and its arithmetic; every problem, one a line."""
-    from lbconform.report.schema import load_report, not_a_report, verify
+    """Check a conformance report against the schema, its arithmetic and its evidence; every
+    problem, one a line (exit 1); a report without its evidence is unverifiable (exit 3)."""
+    from lbconform.report.evidence import verify_report
+    from lbconform.report.model import lbconform_version
 
     path = Path(args.file)
-    doc = load_report(path)
-    if (why := not_a_report(doc)) is not None:
-        raise UsageError(f"{path} is not a conformance report: it holds {why}; name the "
-                         "conformance-report.yaml a run wrote")
-    problems = verify(doc)
-    for problem in problems:
+    doc, verdict = verify_report(path, Path(args.evidence) if args.evidence else None)
+    for problem in verdict.problems:
         print(f"{path}: {problem}")
-    if problems:
-        print(f"lbconform: {path} is not a valid conformance report ({len(problems)} problem(s))",
-              file=sys.stderr)
+    if verdict.problems:
+        made_by = str((doc.get("metadata") or {}).get("lbconformVersion", "?"))
+        other = (f"; it was made by lbconform {made_by}, this is {lbconform_version()}: verify it with "
+                 f"{made_by}") if made_by != lbconform_version() else ""
+        print(f"lbconform: {path} is not a valid conformance report ({len(verdict.problems)} problem(s)"
+              f"{other})", file=sys.stderr)
         return 1
+    if verdict.unverifiable is not None:
+        print(f"lbconform: {path} is unverifiable: {verdict.unverifiable}", file=sys.stderr)
+        return EXIT_UNVERIFIABLE
     tests = sum(sum(p["statistics"].values()) for p in doc["profiles"])
-    print(f"{path}: a valid conformance report ({len(doc['profiles'])} profile(s), {tests} test(s))")
+    print(f"{path}: a valid conformance report ({len(doc['profiles'])} profile(s), {tests} test(s)), "
+          "every outcome as its evidence gives it")
+    return 0
+
+
+def cmd_report_submit(args: argparse.Namespace) -> int:
+    """File a verified report with its evidence under --into, as Gateway API files its reports."""
+    from lbconform.report.submit import submit
+
+    done = submit(Path(args.submit_report_dir or args.report_dir), Path(args.into), replace=args.replace)
+    print(f"report: {done.report}")
+    print(f"evidence: {done.evidence}/")
+    print(f"README: {done.readme}")
     return 0
 
 
@@ -154,7 +174,8 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", help="summary.md (and the HTML report) from a run's reports/; "
-                                           "'report verify FILE' checks a conformance report")
+                                           "'report verify FILE' checks a conformance report, "
+                                           "'report submit' files one")
     report.add_argument("--report-dir", default="reports", help="the run's --report-dir (default: reports/)")
     report.set_defaults(func=cmd_report)
     # --- the HTML report's options (lbconform.report.html) ---
@@ -163,9 +184,24 @@ def parser() -> argparse.ArgumentParser:
     add_html_arguments(report)
     # --- end of the HTML report's options ---
     report_sub = report.add_subparsers(dest="report_action")
-    verify = report_sub.add_parser("verify", help="check a conformance report: schema and statistics")
+    verify = report_sub.add_parser(
+        "verify", help="check a conformance report: schema, statistics, and every outcome against the "
+                       "run's evidence (exit 1: not valid; 3: unverifiable, no evidence)")
     verify.add_argument("file", help="conformance-report.yaml (or .json)")
+    verify.add_argument("--evidence", metavar="DIR", help="its evidence (default: the folder of the "
+                                                           "report's name beside it, else evidence/)")
     verify.set_defaults(func=cmd_report_verify)
+    submit = report_sub.add_parser(
+        "submit", help="file a run's verified report and its evidence as OUT/<lbconform version>/"
+                       "<organization>-<project>/, with a README to propose")
+    # Its own dest: the subcommand's default would overwrite 'report --report-dir DIR submit'.
+    submit.add_argument("--report-dir", dest="submit_report_dir", metavar="DIR",
+                        help="the run's --report-dir (default: reports/)")
+    submit.add_argument("--into", required=True, metavar="OUT",
+                        help="the reports folder to file it in (a checkout of the reports' repository)")
+    submit.add_argument("--replace", action="store_true",
+                        help="replace a report of the same implementation version and mode")
+    submit.set_defaults(func=cmd_report_submit)
 
     declaration = sub.add_parser("declaration", help="what an implementation claims, as a file for "
                                                      "'run --declaration': 'show' one, 'check' one")

@@ -81,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if report_dir:
             from lbconform.report.collector import ReportCollector
 
-            collector = ReportCollector(Path(report_dir), lambda: run_info(config))
+            collector = ReportCollector(Path(report_dir), lambda: run_info(config), run_options(config))
             config.pluginmanager.register(collector, "lbconform-report")
 
 
@@ -91,6 +91,17 @@ def selected_profiles(config: pytest.Config) -> list[str]:
     if unknown:
         raise pytest.UsageError(f"unknown profile {unknown[0]!r}: profiles are {', '.join(PROFILES)}")
     return profiles
+
+
+def run_options(config: pytest.Config) -> dict[str, Any]:
+    """The options the run was given, by ``dest``, with its test processes and its ``-k``/``-m``
+    selection: the run's parameters in the report's evidence, from which a reader runs it again."""
+    values = {o.dest: options.get(config.getoption, o.dest) for o in options.RUN_OPTIONS}
+    workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n: None without, "auto" unsaid
+    values["workers"] = 1 if workers is None else workers if isinstance(workers, int) else None
+    values["keyword"] = config.getoption("keyword", None) or None
+    values["markexpr"] = config.getoption("markexpr", None) or None
+    return values
 
 
 def run_info(config: pytest.Config) -> Any:

@@ -127,3 +127,30 @@ def test_exclusive_tests_run_first_and_the_rest_keep_their_order(pytester: pytes
     result = pytester.runpytest_subprocess("--provider", "generic", "--collect-only", "-q")
     names = [line.split("::")[-1] for line in result.stdout.lines if "::" in line]
     assert names == ["test_alone", "test_alone", "test_first", "test_last", "test_first", "test_last"]
+
+
+def test_the_report_dir_gets_the_runs_evidence_with_its_options(pytester: pytest.Pytester) -> None:
+    """The plugin hands the collector the run's options: run.json keeps them, but the kubeconfig (here one
+    that is not there, so that the run's facts are never asked of a cluster), and copies the declaration."""
+    import json
+
+    from lbconform.declaration import show
+
+    pytester.mkdir("suites")
+    pytester.makepyfile(**{"suites/test_suite": SUITE})
+    declaration = pytester.path / "ours.yaml"
+    declaration.write_text(show("generic"))
+    result = pytester.runpytest_subprocess(
+        "--provider", "generic", "--kubeconfig", str(pytester.path / "absent"), "--declaration",
+        str(declaration), "--report-dir", "out", "--profile", "core", "--exempt-features", "UDP",
+        "--lbconform-timeout", "lb_create=10m", "-n", "2", "-k", "core or pool")
+    result.assert_outcomes(passed=1)
+    evidence = pytester.path / "out" / "evidence"
+    assert (evidence / "declaration.yaml").read_text() == declaration.read_text()
+    options = json.loads((evidence / "run.json").read_text())["options"]
+    assert "kubeconfig" not in options and options["declaration"] == "declaration.yaml"
+    assert (options["provider"], options["profile"]) == ("generic", ["core"])
+    assert (options["exempt_features"], options["timeout"]) == (["UDP"], ["lb_create=10m"])
+    assert (options["workers"], options["keyword"]) == (2, "core or pool")
+    [line] = (evidence / "results.jsonl").read_text().splitlines()
+    assert json.loads(line)["nodeid"] == "suites/test_suite.py::test_core"

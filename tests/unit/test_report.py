@@ -103,8 +103,8 @@ def test_feature_outcome(outcomes: list[str], expected: str) -> None:
     assert conformance.feature_outcome(outcomes) == expected
 
 
-def sample_report() -> dict[str, Any]:
-    results = [
+def sample_results() -> list[TestResult]:
+    return [
         result("a", "passed", CORE),
         result("b", "passed", CORE, LOCAL),
         result("c", "failed", LOCAL, message="AssertionError: 3 of 20 requests failed"),
@@ -113,12 +113,18 @@ def sample_report() -> dict[str, Any]:
         result("f", "passed", CORE, CHAOS),   # core and chaos: chaos is not selected
         result("g", "passed", CHAOS),
     ]
-    measurements = [
+
+
+def sample_measurements() -> list[Measurement]:
+    return [
         Measurement("time_to_unhealthy", 4.25, "s", "test_x::b", "HealthCheckTransitions", 4.0),
         Measurement("resets", 0, "count", "test_x::g", None, None),
         Measurement("idle_timeout", 350.0, "s", "test_x::e", "IdleTimeout", 350.0),
     ]
-    return conformance.build(results, measurements, run_info())
+
+
+def sample_report() -> dict[str, Any]:
+    return conformance.build(sample_results(), sample_measurements(), run_info())
 
 
 def test_build_aggregates_tests_and_features_per_selected_profile() -> None:
@@ -517,6 +523,10 @@ def test_collector_in_a_real_xdist_run(pytester: pytest.Pytester) -> None:
     assert (suite.get("failures"), suite.get("errors")) == ("1", "2")
     doc = yaml.safe_load((pytester.path / "out" / "conformance-report.yaml").read_text())
     assert schema.validate(doc) == [] and schema.check_statistics(doc) == []
+    # and it is what its evidence makes, real tracebacks' messages included
+    from lbconform.report import evidence
+
+    assert evidence.check(doc, pytester.path / "out" / "conformance-report.yaml") == evidence.Verdict([])
     core, ext = doc["profiles"]
     # A wait for the LB that ran out is its failure; a broken teardown or a wait for the cluster's
     # pods is an error, not a verdict on the LB.
@@ -548,12 +558,21 @@ def lbconform(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60, check=False)
 
 
-def test_report_verify_accepts_a_valid_report(tmp_path: Path) -> None:
+def test_report_verify_accepts_a_valid_report_with_its_evidence(tmp_path: Path) -> None:
+    from lbconform.report import evidence
+
     path = tmp_path / "conformance-report.yaml"
     conformance.write(path, sample_report())
     done = lbconform("report", "verify", str(path))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"{path}: a valid conformance report (2 profile(s), 5 test(s))"
+    assert (done.returncode, done.stdout) == (3, ""), "a report without its evidence is never valid"
+    doc = sample_report()
+    doc["evidence"] = evidence.write(tmp_path / "evidence", sample_results(), sample_measurements(),
+                                     run_info())
+    conformance.write(path, doc)
+    done = lbconform("report", "verify", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == (f"{path}: a valid conformance report (2 profile(s), 5 test(s)), every "
+                                   "outcome as its evidence gives it")
 
 
 def test_report_verify_rejects_a_tampered_report_naming_the_field(tmp_path: Path) -> None:

@@ -3,20 +3,24 @@
 Register it in the controller process only (not in pytest-xdist workers): workers send their
 TestReports, ``user_properties`` included, to the controller, where
 ``pytest_runtest_logreport`` sees every phase of every test. At session end it writes
-``conformance-report.yaml``, ``datasheet.md`` and Allure's ``environment.properties``. It
+``conformance-report.yaml``, ``datasheet.md`` and Allure's ``environment.properties``, and the
+report's evidence in ``evidence/`` (``lbconform.report.evidence``: every test's result as seen
+here, the run's parameters, the declaration file), which the report names with their digests. It
 never loses results: if the run's facts cannot be had any more (the cluster went away), the
-report is written with what is known and a warning is logged.
+report is written with what is known and a warning is logged; if its evidence cannot be written,
+the report is written without it (and ``report verify`` calls it unverifiable).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lbconform.report import allure, conformance, datasheet, summary
+from lbconform.report import allure, conformance, datasheet, evidence, summary
 from lbconform.report.model import (
     DESCRIPTION_PROPERTY,
     ERROR,
@@ -45,11 +49,15 @@ MESSAGE_LIMIT = 200
 
 
 class ReportCollector:
-    """Collects every phase's TestReport by nodeid; writes the reports when the session ends."""
+    """Collects every phase's TestReport by nodeid; writes the reports when the session ends.
 
-    def __init__(self, report_dir: Path, run_info: Callable[[], RunInfo]) -> None:
+    ``options`` are the run's options by ``dest`` (``lbconform.options``), for the evidence."""
+
+    def __init__(self, report_dir: Path, run_info: Callable[[], RunInfo],
+                 options: Mapping[str, Any] | None = None) -> None:
         self.report_dir = report_dir
         self.run_info = run_info
+        self.options = dict(options or {})
         self.results: list[TestResult] = []
         self.measurements: list[Measurement] = []
         self._reports: dict[str, list[pytest.TestReport]] = {}
@@ -87,6 +95,12 @@ class ReportCollector:
             run = RunInfo.unknown(tuple(sorted(profiles)))
         self.report_dir.mkdir(parents=True, exist_ok=True)
         doc = conformance.build(self.results, self.measurements, run, interrupted)
+        try:
+            doc[evidence.SECTION] = evidence.write(
+                self.report_dir / evidence.EVIDENCE_DIR, self.results, self.measurements, run,
+                interrupted=interrupted, options=self.options)
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("the report's evidence could not be written (%s): the report is unverifiable", exc)
         conformance.write(self.report_dir / REPORT_FILE, doc)
         sheet = datasheet.render(self.measurements, run)
         (self.report_dir / DATASHEET_FILE).write_text(sheet, encoding="utf-8")

@@ -25,6 +25,10 @@ How results are aggregated:
 - ``reasons`` gives, for each of the profile's tests that did not pass, the one line that says
   why (the failure, or the reason it was skipped or not supported), so that a reader of the
   submitted report alone knows what an implementation does not claim and on what grounds.
+
+``build`` is the one place these rules live: the collector builds the report with it, and
+``report verify`` builds it again from the run's evidence (``lbconform.report.evidence``), whose
+section (``evidence``) the collector adds last.
 """
 
 from __future__ import annotations
@@ -151,7 +155,11 @@ def _measurement(m: Measurement) -> dict[str, Any]:
             "declared": m.declared, "difference": m.difference}
 
 
+def dump(doc: dict[str, Any]) -> str:
+    """The report's YAML, keys in the order of ``doc``."""
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
 def write(path: Path, doc: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True),
-                    encoding="utf-8")
+    path.write_text(dump(doc), encoding="utf-8")

@@ -1,7 +1,9 @@
-"""Checks of a conformance report: its shape against the JSON schema, and its arithmetic.
+"""Checks of a conformance report: its shape against the JSON schema, and its arithmetic; and
+reading one from any file a user names.
 
-Both return readable messages that name the field (``profiles[0].result: ...``) and never
-raise on a bad document, so ``report verify`` can print every problem at once. The schema is
+The checks return readable messages that name the field (``profiles[0].result: ...``) and never
+raise on a bad document, so ``report verify`` can print every problem at once; ``load_report``
+answers a file that holds no document with one line. The schema is
 ``reports/schema/conformance-report.v1alpha1.json``, the versioned format itself.
 """
 
@@ -60,6 +62,8 @@ def not_a_report(doc: Any) -> str | None:
     """Why ``doc`` is no conformance report at all (not one with problems), or None."""
     if isinstance(doc, dict) and doc.get("kind") == "ConformanceReport":
         return None
+    if isinstance(doc, dict) and isinstance(doc.get("kind"), str):
+        return f"a document of kind {quote(doc['kind'])}, not of kind ConformanceReport"
     if isinstance(doc, dict):
         return f"a mapping without kind: ConformanceReport (its keys: {quote(sorted(map(str, doc))[:8])})"
     return f"{type(doc).__name__ if doc is not None else 'nothing'} ({quote(doc)}), not a mapping"
@@ -103,22 +107,49 @@ def check_statistics(doc: Any) -> list[str]:
     return problems
 
 
+def incomplete(doc: dict[str, Any]) -> list[str]:
+    """The sections every report has that ``doc`` lacks: a file cut short, or not a whole report."""
+    return [key for key in schema()["required"] if key not in doc]
+
+
+#: A conformance report is some kilobytes; a file this large is something else.
+MAX_REPORT_BYTES = 64 << 20
+
+
 def load_report(path: Path) -> Any:
-    """The document in ``path`` (YAML, of which JSON is a part); a clear error when unreadable."""
+    """The document in ``path`` (YAML, of which JSON is a part); a UsageError of one line for any
+    file that is none: missing, a directory, not a regular file, too large, not UTF-8, not YAML."""
+    import stat
+
     import yaml
 
     from lbconform.errors import UsageError
 
     try:
-        text = path.read_text(encoding="utf-8")
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"{path}: a directory, not a file: name the conformance-report.yaml in it")
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{path}: not a regular file")
+        if info.st_size > MAX_REPORT_BYTES:
+            raise UsageError(f"{path}: {info.st_size} bytes, too large for a conformance report")
+        data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not text (no UTF-8 at byte {exc.start}): not YAML or JSON") from None
+    try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not YAML or JSON ({str(exc).splitlines()[0]})") from None
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise UsageError(f"{path}: not YAML or JSON ({first.strip()})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a conformance report (nested too deeply to read)") from None
 
 
 def verify(doc: Any) -> list[str]:
-    """Every problem of a conformance report: its shape, then its arithmetic."""
+    """The problems of a conformance report that show without its evidence: its shape, then its
+    arithmetic (``evidence.verify_report`` checks it against its evidence too)."""
     return validate(doc) + check_statistics(doc)
