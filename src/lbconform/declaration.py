@@ -30,6 +30,8 @@ import yaml
 from lbconform.config import Timeouts
 from lbconform.errors import UsageError
 from lbconform.features import Feature
+from lbconform.interface import Interface, Problem
+from lbconform.interface import parse as parse_interface
 from lbconform.providers.base import (
     ENTRY_EVERY_NODE,
     ENTRY_ONE_NODE,
@@ -54,7 +56,7 @@ MAX_COUNT: Final = 100
 POLICIES: Final = ("Cluster", "Local")
 IMPLEMENTATION_FIELDS: Final = ("organization", "project", "url", "version")
 TOP_FIELDS: Final = ("apiVersion", "kind", "implementation", "features", "declared", "perPolicy",
-                     "perMode", "timeouts")
+                     "perMode", "timeouts", "interface")
 #: The values a string field of ``Declared`` takes, where it is a choice.
 CHOICES: Final = {"entry": (ENTRY_EVERY_NODE, ENTRY_ONE_NODE), "ip_mode": (IP_MODE_VIP, IP_MODE_PROXY)}
 #: The values health checks have; without health checks each is 0.
@@ -178,7 +180,8 @@ class Given:
 class Declaration:
     """A declaration file's content, checked: ``declared`` by ``Declared`` field name, the
     ``perPolicy`` and ``perMode`` overrides likewise; ``features`` None where the file gives none
-    (the provider's then stand); ``timeouts`` in seconds by ``Timeouts`` name."""
+    (the provider's then stand); ``timeouts`` in seconds by ``Timeouts`` name; ``interface`` how the
+    harness asks the implementation for things and reads its pool (``lbconform.interface``)."""
 
     file: str
     implementation: Mapping[str, str] = field(default_factory=dict)
@@ -187,6 +190,7 @@ class Declaration:
     per_policy: Mapping[str, Mapping[str, Given]] = field(default_factory=dict)
     per_mode: Mapping[str, Mapping[str, Given]] = field(default_factory=dict)
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    interface: Interface = field(default_factory=Interface)
 
     def given(self, mode: str | None, policy: str | None) -> dict[str, Given]:
         """The values the file gives for a Service of ``policy`` (None: any) in ``mode``: the top
@@ -323,7 +327,16 @@ def _parse(doc: Any, name: str) -> Declaration:
         declared=_values(doc.get("declared"), "declared"),
         per_policy={p: _values(per_policy[p], f"perPolicy.{p}") for p in POLICIES if p in per_policy},
         per_mode={str(m): _values(v, f"perMode.{m}") for m, v in per_mode.items()},
-        timeouts=_timeouts(doc.get("timeouts")))
+        timeouts=_timeouts(doc.get("timeouts")), interface=_interface(doc.get("interface")))
+
+
+def _interface(raw: Any) -> Interface:
+    if raw is None:
+        return Interface()
+    try:
+        return parse_interface(raw)
+    except Problem as problem:
+        raise _Problem(problem.path, problem.message) from None
 
 
 def _features(doc: Mapping[str, Any]) -> frozenset[Feature] | None:
@@ -435,6 +448,8 @@ def to_document(declaration: Declaration) -> dict[str, Any]:
         doc["perMode"] = {m: values(v) for m, v in declaration.per_mode.items()}
     if declaration.timeouts:
         doc["timeouts"] = dict(declaration.timeouts)
+    if declaration.interface.raw:
+        doc["interface"] = dict(declaration.interface.raw)
     return doc
 
 

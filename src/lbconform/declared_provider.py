@@ -23,7 +23,11 @@ from lbconform.config import Timeouts
 from lbconform.declaration import POLICIES, Declaration, Given, contradiction, load
 from lbconform.errors import UsageError
 from lbconform.features import Feature
-from lbconform.providers.base import Declared, PoolMember, Provider, ServiceRef
+from lbconform.interface import WorkloadRef, expand_addresses, fill
+from lbconform.kube.workload import Workload
+from lbconform.providers.base import NODE_POOL, POD_POOL, Declared, PoolMember, Provider, ServiceRef
+from lbconform.providers.interfaced import declared_workload, read_pool
+from lbconform.providers.support import require_api
 
 if TYPE_CHECKING:
     from lbconform.kube.rawapi import RawApi
@@ -160,50 +164,89 @@ class DeclaredProvider(Provider):
         self.inner.set_mode(mode)
         self._check()
 
+    # --- what the declaration's interface answers, where it gives one ------------------------------
     def service_annotations(self) -> dict[str, str]:
-        return self.inner.service_annotations()
+        given = self.declaration.interface.service_annotations
+        return dict(given) if given is not None else self.inner.service_annotations()
 
     def idle_timeout_to_ask(self) -> int:
-        return self.inner.idle_timeout_to_ask()
+        seconds = self.declaration.interface.idle_timeout_seconds
+        return seconds if seconds is not None else self.inner.idle_timeout_to_ask()
 
     def idle_timeout_annotations(self, seconds: int) -> dict[str, str]:
-        return self.inner.idle_timeout_annotations(seconds)
+        given = self.declaration.interface.idle_timeout_annotations
+        if given is None:
+            return self.inner.idle_timeout_annotations(seconds)
+        return fill(given, seconds=str(seconds))
 
     def idle_reset_annotations(self, reset: bool) -> dict[str, str]:
-        return self.inner.idle_reset_annotations(reset)
+        given = self.declaration.interface.idle_reset_annotations
+        if given is None:
+            return self.inner.idle_reset_annotations(reset)
+        return fill(given, reset="true" if reset else "false")
 
     def needs_node_ports(self) -> bool:
-        return self.inner.needs_node_ports()
+        given = self.declaration.interface.needs_node_ports
+        return given if given is not None else self.inner.needs_node_ports()
 
     def pod_pool_annotations(self) -> dict[str, str]:
-        return self.inner.pod_pool_annotations()
+        given = self.declaration.interface.pod_pool_annotations
+        return dict(given) if given is not None else self.inner.pod_pool_annotations()
 
     def requestable_addresses(self) -> list[str]:
-        return self.inner.requestable_addresses()
+        given = self.declaration.interface.requestable_addresses
+        return expand_addresses(given) if given is not None else self.inner.requestable_addresses()
 
     def address_request(self, address: str) -> dict[str, str]:
-        return self.inner.address_request(address)
+        given = self.declaration.interface.address_annotations
+        return fill(given, address=address) if given is not None else self.inner.address_request(address)
 
     def pool_kind(self, service: ServiceRef) -> str:
-        return self.inner.pool_kind(service)
+        """Where the file says how a Service asks for a pod pool: a pod pool for a Service that
+        carries those annotations (the run's own included), a node pool otherwise."""
+        asks = self.declaration.interface.pod_pool_annotations
+        if asks is None:
+            return self.inner.pool_kind(service)
+        api = require_api(self.api, self.name, "the Service's annotations")
+        svc = api.get(f"/api/v1/namespaces/{service.namespace}/services/{service.name}")
+        annotations = svc.get("metadata", {}).get("annotations") or {}
+        return POD_POOL if all(annotations.get(k) == v for k, v in asks.items()) else NODE_POOL
 
     def backend_pool(self, service: ServiceRef) -> list[PoolMember]:
-        return self.inner.backend_pool(service)
+        source = self.declaration.interface.backend_pool
+        if source is None:
+            return self.inner.backend_pool(service)
+        return read_pool(require_api(self.api, self.name, "the objects that show the pool"), source, service)
 
+    def restart_load_balancer(self) -> None:
+        ref = self.declaration.interface.controller
+        if ref is None:
+            self.inner.restart_load_balancer()
+            return
+        self._workload(ref).roll(self.timeouts().rollout)
+
+    def node_agents(self) -> str:
+        ref = self.declaration.interface.node_agents
+        if ref is None:
+            return self.inner.node_agents()
+        return ref.description or f"the {ref.kind} {ref.namespace}/{ref.name}"
+
+    def restart_node_agents(self) -> None:
+        ref = self.declaration.interface.node_agents
+        if ref is None:
+            self.inner.restart_node_agents()
+            return
+        self._workload(ref).roll(self.timeouts().rollout)
+
+    def _workload(self, ref: WorkloadRef) -> Workload:
+        return declared_workload(require_api(self.api, self.name, f"the {ref.kind} {ref.name}"), ref)
+
+    # --- node power is the provider's ----------------------------------------------------------------
     def kill_node(self, name: str) -> None:
         self.inner.kill_node(name)
 
     def start_node(self, name: str) -> None:
         self.inner.start_node(name)
-
-    def restart_load_balancer(self) -> None:
-        self.inner.restart_load_balancer()
-
-    def node_agents(self) -> str:
-        return self.inner.node_agents()
-
-    def restart_node_agents(self) -> None:
-        self.inner.restart_node_agents()
 
     def restart_kube_proxy(self, node: str) -> None:
         self.inner.restart_kube_proxy(node)

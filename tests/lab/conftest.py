@@ -25,16 +25,18 @@ from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import RawApi
 from lbconform.pytest_plugin import cluster_share, share_lock_of
 from lbconform_lab.cluster import Lab
-from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_row
+from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_declared_row, run_row
 from tests.lab.helpers import LabSession
 from tests.lab.runs import (
     CHAOS_PROFILE,
+    DECLARED_REFERENCE,
+    HARNESS_ALONE,
     MODE_RUNS_AT_ONCE,
     ConcurrentRuns,
     ReferenceRuns,
     Result,
     run_chaos_profile,
-    run_harness_alone,
+    run_declared_reference,
     run_mode,
     selected_items,
     selected_params,
@@ -95,7 +97,8 @@ def test_namespace(lab: Lab, lab_namespaces: TestNamespaces) -> Iterator[Applier
 
 #: The tests that read the reference runs' results (``reference_runs``).
 MODE_TEST, ROW_TEST = "test_core_and_extended_pass_on_the_reference_lb", "test_suite_catches_defect"
-ALONE_TEST = "test_the_harness_alone_passes_core_through_the_labs_kubeconfig"
+ALONE_TEST = "test_the_harness_alone_passes_core_and_extended_through_a_declaration"
+DECLARED_ROW_TEST = "test_the_harness_alone_fails_a_defect_through_a_declaration_as_the_lab_provider_does"
 
 #: The order of a session's lab tests: the lifecycle tests boot their own labs, so they go before
 #: the shared lab exists; then the reference runs start, and the tests that may go on beside them
@@ -119,9 +122,21 @@ def phase(item: pytest.Item) -> int:
         return LIFECYCLE
     if item.get_closest_marker("beside_runs") and not item.get_closest_marker("alone"):
         return BESIDE_RUNS
-    if getattr(item, "originalname", "") in (MODE_TEST, ROW_TEST, ALONE_TEST):
+    if getattr(item, "originalname", "") in (MODE_TEST, ROW_TEST, ALONE_TEST, DECLARED_ROW_TEST):
         return RUN_RESULTS
     return AFTER_RUNS
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A session that runs the user's path starts making its virtualenv now, beside the tests
+    before the reference runs."""
+    if os.geteuid() == 0 and any(getattr(item, "originalname", "") in (ALONE_TEST, DECLARED_ROW_TEST)
+                                 for item in session.items):
+        HARNESS_ALONE.prepare()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    HARNESS_ALONE.remove()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -161,15 +176,26 @@ def reference_runs(lab_session: LabSession, request: pytest.FixtureRequest,
     LB's and the suites' timers, so side by side they take little longer than the mode runs alone.
     Each set is waited for at the end of the session."""
     lab_session.ensure_up()
-    with selected_runs(request, tmp_path_factory, MODE_TEST, "mode", run_mode, MODE_RUNS_AT_ONCE) as modes, \
+    # The user-path runs are compared with the lab provider's: its node-mode run and its rows.
+    declared = selected_params(request, (ALONE_TEST, DECLARED_ROW_TEST), "declared")
+    with selected_runs(request, tmp_path_factory, MODE_TEST, "mode", run_mode, MODE_RUNS_AT_ONCE,
+                       also=["node"] if DECLARED_REFERENCE in declared else []) as modes, \
             selected_runs(request, tmp_path_factory, ROW_TEST, "defect", run_row, PARALLEL_ROWS,
-                          weight=row_weight) as rows, \
-            selected_runs(request, tmp_path_factory, ALONE_TEST, "install", run_harness_alone, 1) as alone:
+                          weight=row_weight, also=[d for d in declared if d != DECLARED_REFERENCE]) as rows, \
+            selected_runs(request, tmp_path_factory, (ALONE_TEST, DECLARED_ROW_TEST), "declared",
+                          run_declared, 2) as alone:
         modes.start_all()
         rows.start_all()
         alone.start_all()
         runs = request.config.stash[_REFERENCE_RUNS] = ReferenceRuns(modes, rows, alone)
         yield runs
+
+
+def run_declared(name: str, report_dir: Path) -> tuple[Result, Result]:
+    """A user-path run: core and extended on the reference LB, or a declared defect row."""
+    if name == DECLARED_REFERENCE:
+        return run_declared_reference(report_dir)
+    return run_declared_row(name, report_dir)
 
 
 def run_chaos(name: str, report_dir: Path) -> Result:

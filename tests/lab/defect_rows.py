@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lbconform.features import Feature
 from lbconform_lab.lb.client import LabLB
-from tests.lab.runs import Result, lbconform_run
+from tests.lab.runs import HARNESS_ALONE, Result, lbconform_run
 
 IDLE_BELOW = "test_idle_and_keepalive::test_flows_idle_below_the_timeout_survive_a_change"
 IDLE_UNCHANGED = "test_idle_and_keepalive::test_flows_idle_beyond_the_timeout_survive_without_a_change"
@@ -190,3 +190,26 @@ def run_row(defect: str, report_dir: Path) -> Result:
     mode, tests, _ = DEFECT_SUITES[defect]
     return run_with_defect(defect, report_dir, "--profile", "core", "--profile", "extended", "--mode", mode,
                            "-n", "1", "--", "-k", " or ".join(keyword(t) for t in tests))
+
+
+#: The rows that also run from the harness alone, through the reference LB's declaration file: its
+#: health checks and pools, which the generic provider reads from the objects the LB publishes.
+DECLARED_ROWS = ("ignore-health",)
+
+
+def run_declared_row(defect: str, report_dir: Path) -> tuple[Result, Result]:
+    """A row's run from the harness alone through the declaration (which declares the reference LB in
+    its node mode), with its defect switched on for that run's Services only; with what importing the
+    lab there does."""
+    mode, tests, _ = DEFECT_SUITES[defect]
+    assert mode == "node", f"{defect}: the declaration declares the reference LB in node mode"
+    run_id = uuid.uuid4().hex[:10]
+    lb = LabLB()
+    lb.set_defects([defect], run=run_id)
+    try:
+        run = HARNESS_ALONE.run(report_dir, "reference-lb.yaml", "--run-id", run_id, "--profile", "core",
+                                "--profile", "extended", "-n", "1", "--", "-k",
+                                " or ".join(keyword(t) for t in tests))
+    finally:
+        lb.set_defects([], run=run_id)
+    return HARNESS_ALONE.imports_the_lab(report_dir.parent), run

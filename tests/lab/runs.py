@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,13 +73,14 @@ def lbconform_cli(*args: str) -> Result:
                           timeout=RUN_SECONDS, check=False)
 
 
-def selected_items(request: pytest.FixtureRequest, test: str) -> list[pytest.Item]:
-    """The items of ``test`` this session runs (after -k and friends)."""
-    return [item for item in request.session.items if getattr(item, "originalname", "") == test]
+def selected_items(request: pytest.FixtureRequest, test: str | tuple[str, ...]) -> list[pytest.Item]:
+    """The items of ``test`` (or of any of several tests) this session runs (after -k and friends)."""
+    tests = (test,) if isinstance(test, str) else test
+    return [item for item in request.session.items if getattr(item, "originalname", "") in tests]
 
 
-def selected_params(request: pytest.FixtureRequest, test: str, param: str) -> list[str]:
-    """The values of ``param`` of the items of ``test`` this session runs."""
+def selected_params(request: pytest.FixtureRequest, test: str | tuple[str, ...], param: str) -> list[str]:
+    """The values of ``param`` of the items of ``test`` (or of several tests) this session runs."""
     return [item.callspec.params[param] for item in selected_items(request, test)
             if hasattr(item, "callspec")]
 
@@ -114,15 +117,18 @@ class ConcurrentRuns(Generic[T]):
 
 
 @contextmanager
-def selected_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, test: str,
+def selected_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  test: str | tuple[str, ...],
                   param: str, start: Callable[[str, Path], T], parallel: int,
                   among: Collection[str] | None = None,
-                  weight: Callable[[str], Any] | None = None) -> Iterator[ConcurrentRuns[T]]:
+                  weight: Callable[[str], Any] | None = None,
+                  also: Collection[str] = ()) -> Iterator[ConcurrentRuns[T]]:
     """The runs of the ``param`` values of ``test`` this session selected (those ``among`` only,
-    when given), ``parallel`` at a time, each started with ``start``, the heaviest first where a
-    ``weight`` says (a long run started last would end alone, after the others); waited for
-    when the block ends."""
+    when given) and ``also`` those, ``parallel`` at a time, each started with ``start``, the heaviest
+    first where a ``weight`` says (a long run started last would end alone, after the others);
+    waited for when the block ends."""
     names = [n for n in selected_params(request, test, param) if among is None or n in among]
+    names += [n for n in also if n not in names]
     if weight is not None:
         names.sort(key=weight, reverse=True)
     runs = ConcurrentRuns(tmp_path_factory.mktemp(f"{param}-runs"), names, start, parallel)
@@ -166,35 +172,85 @@ def run_mode(mode: str, report_dir: Path) -> Result:
 
 #: The root of this checkout: what a user installs the harness from.
 CHECKOUT = Path(__file__).resolve().parents[2]
+#: The worked examples of declaration files, which the user-path runs give ``--declaration``.
+DECLARATIONS = CHECKOUT / "docs" / "declarations"
 #: A fresh virtualenv's install of the harness and its pinned dependencies (from pip's cache here).
 INSTALL_SECONDS = 600
+#: The user-path run of core and extended on the reference LB (the others are declared defect rows).
+DECLARED_REFERENCE = "reference-lb"
 
 
-def run_harness_alone(name: str, report_dir: Path) -> tuple[Result, Result]:
+class HarnessAlone:
     """The user's path: a fresh virtualenv with the harness distribution alone installed from this
-    checkout (not editable, so the installed wheel's data folders are what runs), then ``lbconform
-    run`` against the lab through nothing but its kubeconfig, with the generic provider and the
-    lab's client namespace named as any network namespace would be. Gives what importing the lab
-    there does (it must fail: the lab is not installed) and the run."""
-    from lbconform_lab.state import LabDir
-    from lbconform_lab.topology import CLIENT_NS
+    checkout (not editable, so the installed wheel's data folders are what runs), made once for
+    every run that asks, and ``lbconform run`` from it against the lab through nothing but its
+    kubeconfig, with the generic provider, the lab's client namespace named as any network
+    namespace would be, and a declaration file. The virtualenv is made in the background from the
+    start of a session that will use it (``prepare``), so that the runs do not wait for pip."""
 
-    venv = report_dir.parent / f"venv-{name}"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    with _SPAWN:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=INSTALL_SECONDS,
-                       env=env)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-compile", str(CHECKOUT)], check=True,
-                   capture_output=True, timeout=INSTALL_SECONDS, env=env)
-    imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import lbconform_lab"],
-                              capture_output=True, text=True, timeout=60, check=False, env=env,
-                              cwd=report_dir.parent)
-    argv = [str(venv / "bin" / "lbconform"), "run", "--kubeconfig", str(LabDir().kubeconfig),
-            "--provider", "generic", "--client-netns", CLIENT_NS, "--profile", "core", "-n", "2",
-            "--report-dir", str(report_dir)]
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS, check=False, env=env,
-                         cwd=report_dir.parent)
-    return imported, run
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._where: Path | None = None
+        self._built: Future[Path] | None = None
+        self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+    def prepare(self) -> None:
+        """Start making the virtualenv, unless it is made or being made."""
+        with self._lock:
+            if self._built is None:
+                self._where = Path(tempfile.mkdtemp(prefix="lbconform-harness-alone-"))
+                pool = ThreadPoolExecutor(1, thread_name_prefix="harness-alone-venv")
+                self._built = pool.submit(self._make, self._where / "venv")
+                pool.shutdown(wait=False)
+
+    def _make(self, venv: Path) -> Path:
+        with _SPAWN:
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=INSTALL_SECONDS,
+                           env=self.env)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-compile", str(CHECKOUT)],
+                       check=True, capture_output=True, timeout=INSTALL_SECONDS, env=self.env)
+        return venv
+
+    def venv(self) -> Path:
+        self.prepare()
+        assert self._built is not None
+        return self._built.result()
+
+    def remove(self) -> None:
+        """The virtualenv is gone (once made, or given up on)."""
+        with self._lock:
+            if self._built is not None:
+                wait([self._built])
+                assert self._where is not None
+                shutil.rmtree(self._where, ignore_errors=True)
+                self._where = self._built = None
+
+    def imports_the_lab(self, where: Path) -> Result:
+        """What importing the lab there does (it must fail: the lab is not installed)."""
+        return subprocess.run([str(self.venv() / "bin" / "python"), "-c", "import lbconform_lab"],
+                              capture_output=True, text=True, timeout=60, check=False, env=self.env,
+                              cwd=where)
+
+    def run(self, report_dir: Path, declaration: str, *args: str) -> Result:
+        from lbconform_lab.state import LabDir
+        from lbconform_lab.topology import CLIENT_NS
+
+        argv = [str(self.venv() / "bin" / "lbconform"), "run", "--kubeconfig",
+                str(LabDir().kubeconfig), "--provider", "generic", "--client-netns", CLIENT_NS,
+                "--declaration", str(DECLARATIONS / declaration), "--report-dir", str(report_dir), *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS, check=False,
+                              env=self.env, cwd=report_dir.parent)
+
+
+HARNESS_ALONE = HarnessAlone()
+
+
+def run_declared_reference(report_dir: Path) -> tuple[Result, Result]:
+    """Core and extended from the harness alone, the reference LB declared by its worked example;
+    with what importing the lab there does."""
+    run = HARNESS_ALONE.run(report_dir, "reference-lb.yaml", "--profile", "core", "--profile", "extended",
+                            "-n", "3")
+    return HARNESS_ALONE.imports_the_lab(report_dir.parent), run
 
 
 @dataclass(frozen=True)
@@ -205,7 +261,8 @@ class ReferenceRuns:
 
     modes: ConcurrentRuns[Result]
     rows: ConcurrentRuns[Result]
-    #: The harness alone, installed as a user installs it, against the lab's kubeconfig.
+    #: The harness alone, installed as a user installs it, against the lab's kubeconfig through a
+    #: declaration: core and extended, and declared defect rows.
     alone: ConcurrentRuns[tuple[Result, Result]]
 
     def wait_all(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import ApiError
 from lbconform.kube.workload import QUIET_KIND
 from lbconform.traffic.fleet import Fleet, KeepAlive
-from lbconform.wait import poll_until
+from lbconform.wait import NotYet, poll_until
 from lbconform_lab import topology as topo
 from lbconform_lab.cluster import Lab
 from lbconform_lab.lb.client import LabLB
@@ -205,6 +206,48 @@ def test_local_policy_keeps_client_ip_and_uses_only_nodes_with_endpoints(test_na
         status, body = client_get(vip, 80, "/clientip")
         assert status == 200
         assert body.rsplit(":", 1)[0] == topo.CLIENT_IP
+
+
+def test_backend_pool_object_is_the_state_apis_pool(test_namespace: Applier) -> None:
+    """Each Service's BackendPool object, in its namespace and owned by it, holds the pool and
+    healthy set the state API serves, and is gone once the Service is."""
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    _, svc = deploy_backend(test_namespace, tweaks.replicas(1), tweaks.traffic_policy_local,
+                            lab_lb(health_check_interval_seconds=1))
+    wait_for_vip(api, ns)
+    (with_pod,) = pods_by_node(api, ns)
+    wait_for_healthy(ns, {with_pod})
+    path = f"/apis/lab.lbconform.io/v1alpha1/namespaces/{ns}/backendpools/backend"
+    lb = LabLB()
+
+    def published_as_served() -> tuple[dict[str, Any], dict[str, Any]] | NotYet:
+        state, obj = lb.service(ns, "backend"), api.get(path)
+        assert state is not None
+        served = [{k: b[k] for k in ("name", "address", "healthy")} for b in state["pool"]]
+        if obj.get("status", {}).get("members") != served:
+            return NotYet(f"object {obj.get('status')}, state API {served}")
+        return state, obj
+
+    state, obj = poll_until(published_as_served, timeout=10, interval=0.2, retry_on=(ApiError,),
+                            description="the BackendPool object to say the state API's pool")
+    members = {m["name"]: m["healthy"] for m in obj["status"]["members"]}
+    assert members == {n.name: n.name == with_pod for n in topo.nodes(3)}
+    assert obj["status"]["service"] == f"{ns}/backend" and obj["status"]["mode"] == state["mode"]
+    assert obj["metadata"]["ownerReferences"] == [{
+        "apiVersion": "v1", "kind": "Service", "name": "backend", "uid": svc["metadata"]["uid"],
+        "controller": True, "blockOwnerDeletion": False}]
+
+    api.delete(f"/api/v1/namespaces/{ns}/services/backend")
+
+    def gone() -> bool:
+        try:
+            api.get(path)
+        except ApiError as exc:
+            return exc.status == 404
+        return False
+
+    poll_until(gone, timeout=10, description="the BackendPool object to go with its Service")
 
 
 @pytest.mark.alone

@@ -6,7 +6,6 @@ The three modes' runs start together with the defect rows on the first test that
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -83,35 +82,6 @@ def test_core_and_extended_pass_on_the_reference_lb(lab: Lab, reference_runs: Re
         assert html.returncode == 0, html.stdout + html.stderr
         assert (tmp_path / "html" / "index.html").is_file()
         assert (tmp_path / "html-single" / "index.html").stat().st_size > 100_000
-
-
-#: Core's tests that wait on the LB's healthy set, which only an implementation's API shows.
-GENERIC_CANNOT_OBSERVE = {f"test_health_checks::{t}" for t in (
-    "test_node_to_be_deleted_leaves_cluster_policy_pool", "test_unhealthy_after_last_local_endpoint_gone",
-    "test_healthy_after_new_local_endpoint_ready", "test_only_terminating_endpoints_fail_the_health_check")}
-
-
-@pytest.mark.parametrize("install", ["harness-only"])
-def test_the_harness_alone_passes_core_through_the_labs_kubeconfig(lab: Lab, reference_runs: ReferenceRuns,
-                                                                  install: str) -> None:
-    """The user's path: the harness installed alone in a fresh virtualenv (no lab code there to
-    import) runs core against the lab's reference LB through its kubeconfig with the generic
-    provider: nothing fails, and what it cannot observe is not supported, with the reason."""
-    (imported, result), tmp_path = reference_runs.alone.result(install)
-    assert imported.returncode != 0 and "No module named 'lbconform_lab'" in imported.stderr, imported.stderr
-    assert result.returncode == 0, outcome(result)
-    doc = report(tmp_path)
-    assert schema.validate(doc) == [] and schema.check_statistics(doc) == []
-    assert doc["target"]["kind"] == "cluster" and doc["target"]["provider"] == "generic"  # type: ignore[index]
-    profiles: list[dict[str, Any]] = doc["profiles"]  # type: ignore[assignment]
-    assert len(profiles) == 1, profiles
-    core = profiles[0]
-    assert core["name"] == "core" and core["statistics"]["failed"] == 0 and core["statistics"]["errors"] == 0
-    # What the generic provider cannot observe without the implementation's API (the healthy set)
-    # is not supported, and says so; everything else in core passes.
-    assert not_supported_with_reasons(core) == GENERIC_CANNOT_OBSERVE, core
-    assert all("cannot read backend pools" in core["reasons"][t] for t in GENERIC_CANNOT_OBSERVE), core
-    assert core["statistics"]["passed"] + len(GENERIC_CANNOT_OBSERVE) == sum(core["statistics"].values())
 
 
 @pytest.mark.lab_lifecycle

@@ -111,6 +111,21 @@ BAD: list[tuple[str, str, bool]] = [
      "timeouts.lb_create: must be a number of seconds > 0 and at most 600 (the conformance limit), got 10000",
      True),
     (HEAD + "timeouts: {coffee: 5}\n", "timeouts.coffee: unknown timeout: the timeouts are lb_create", True),
+    (HEAD + "interface: {idleTimeout: {annotations: {a/b: '{secs}'}, seconds: 60}}\n",
+     "interface.idleTimeout.annotations.a/b: unknown placeholder {secs}: this template takes {seconds}",
+     False),
+    (HEAD + "interface: {idleTimeout: {annotations: {a/b: '{seconds}'}, seconds: 0}}\n",
+     "interface.idleTimeout.seconds: must be the whole seconds the idle suites' Services ask for", True),
+    (HEAD + "interface: {addressRequest: {addresses: [10.0.0.300]}}\n",
+     'interface.addressRequest.addresses[0]: must be an address, a CIDR or a first-last range, got', False),
+    (HEAD + "interface: {backendPool: {apiVersion: v1, resource: pods, objectName: '{name}'}}\n",
+     "interface.backendPool: give one of address (a member's address) or node", True),
+    (HEAD + "interface: {backendPool: {apiVersion: v1, resource: x, objectName: a, address: 'a..b'}}\n",
+     "interface.backendPool.address: 'a..b' is not a field path", False),
+    (HEAD + "interface: {controller: {kind: StatefulSet, namespace: lb, name: ctl}}\n",
+     "interface.controller.kind: must be one of Deployment, DaemonSet, got 'StatefulSet'", True),
+    (HEAD + "interface: {healthChecks: true}\n",
+     "interface.healthChecks: unknown field: the fields are serviceAnnotations, idleTimeout", True),
 ]
 
 
@@ -444,6 +459,7 @@ def test_the_example_holds_the_values_show_prints(capsys: pytest.CaptureFixture[
     def plain(declaration: Declaration) -> dict[str, Any]:
         doc = to_document(declaration)
         doc.pop("implementation", None)
+        doc.pop("interface", None)  # how to talk to it, which a provider says in code
         doc["declared"] = {k: v["value"] if isinstance(v, dict) and "value" in v else v
                            for k, v in doc["declared"].items()}
         return doc

@@ -55,6 +55,8 @@ def test_the_lab_wheel_plugs_into_the_harness(wheels: dict[str, zipfile.ZipFile]
     names = set(wheels["lab"].namelist())
     # What `lbconform lab build` compiles besides the upstream modules: the lab's kubelet API.
     assert "lbconform_lab/kubelet/main.go" in names
+    # What `lbconform lab up` applies for the reference LB's BackendPool objects.
+    assert "lbconform_lab/lb/backendpool-crd.yaml" in names
     assert not [n for n in names if n.startswith("lbconform/")]
     entry_points = metadata(wheels["lab"], "entry_points.txt")
     for group, value in (("lbconform.providers", "lab = lbconform_lab.provider:LabProvider"),

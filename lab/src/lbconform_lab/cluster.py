@@ -29,6 +29,7 @@ from lbconform.wait import poll_until
 from lbconform_lab import build, controlplane, kubevip, metallb, network, procs
 from lbconform_lab import netns as ns
 from lbconform_lab import topology as topo
+from lbconform_lab.lb import published
 from lbconform_lab.lb.api import PORT as LB_API_PORT
 from lbconform_lab.lb.params import DEFECTS, MODES
 from lbconform_lab.pki import Identity, Pki
@@ -65,7 +66,8 @@ CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-sche
 
 
 def lb_rbac() -> list[Json]:
-    """ClusterRole and binding of the reference LB, as cloud-controller-manager's service controller."""
+    """ClusterRole and binding of the reference LB: what cloud-controller-manager's service controller
+    has, and its own BackendPools (``lb.published``)."""
     rules = [
         {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "patch", "update"]},
         {"apiGroups": [""], "resources": ["services/status"], "verbs": ["patch", "update"]},
@@ -73,6 +75,8 @@ def lb_rbac() -> list[Json]:
         {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+        {"apiGroups": [published.GROUP], "resources": [published.PLURAL],
+         "verbs": ["get", "create", "patch", "update", "delete"]},
     ]
     base = "/apis/rbac.authorization.k8s.io/v1"
     name = "lbconform:lab-lb"
@@ -307,6 +311,7 @@ class Lab:
 
     def _start_lb(self, state: LabState) -> None:
         api = self.api()
+        published.install(api)  # Established before the LB writes its first BackendPool
         for obj in lb_rbac():
             api.post(obj.pop("_collection"), obj)
         self._spawn_lb(state)

@@ -60,10 +60,15 @@ class RawApi:
                 timeout: float = 30) -> Json:
         resp = self._call(method, path, query, body, content_type, timeout)
         data = resp.read()
-        parsed: Json = json.loads(data) if data else {}
         if not 200 <= resp.status < 300:
-            raise ApiError(resp.status, str(parsed.get("reason", resp.reason)),
-                           str(parsed.get("message", data[:200])))
+            try:
+                status = json.loads(data) if data else {}
+            except ValueError:  # not a Status: "404 page not found" for a group it does not serve
+                status = {}
+            status = status if isinstance(status, dict) else {}
+            raise ApiError(resp.status, str(status.get("reason", resp.reason)),
+                           str(status.get("message", data[:200].decode(errors="replace"))))
+        parsed: Json = json.loads(data) if data else {}
         return parsed
 
     def get(self, path: str, **query: Any) -> Json:

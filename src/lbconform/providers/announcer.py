@@ -4,11 +4,11 @@ nothing themselves (MetalLB in layer 2, kube-vip with ARP)."""
 from __future__ import annotations
 
 from lbconform.features import Feature
-from lbconform.localcluster import NodePower, owner_of
-from lbconform.providers.base import ENTRY_ONE_NODE, Declared, NotSupported, Provider
+from lbconform.providers.base import ENTRY_ONE_NODE, Declared
+from lbconform.providers.nodepower import LocalNodePower
 
 
-class Announcer(Provider):
+class Announcer(LocalNodePower):
     """A provider of an implementation that announces Service addresses from one node each and
     forwards nothing itself (MetalLB in layer 2, kube-vip with ARP): kube-proxy on that node
     does the rest. So it claims neither health-check transitions (it probes nothing), nor idle
@@ -32,20 +32,3 @@ class Announcer(Provider):
                         entry=ENTRY_ONE_NODE, cleanup_finalizer=cleanup_finalizer, notes=notes,
                         local_move_gap=local_move_gap,
                         agent_restart_moves_address=agent_restart_moves_address)
-
-    def _node_power(self, what: str) -> NodePower:
-        local = owner_of(self.api)
-        if local is None:
-            raise NotSupported(f"the {self.name} provider cannot {what} outside a local cluster (the "
-                               "implementation has no machines of its own: subclass and implement "
-                               "kill_node/start_node)")
-        return local.node_power()
-
-    def kill_node(self, name: str) -> None:
-        self._node_power("kill a node").kill_node(name)
-
-    def start_node(self, name: str) -> None:
-        self._node_power("start a node").start_node(name)
-
-    def restart_kube_proxy(self, node: str) -> None:
-        self._node_power("restart kube-proxy").restart_kube_proxy(node)

@@ -3,16 +3,18 @@
 It claims every feature that can be observed from the client and from the cluster's own
 objects; reading the pool needs an implementation's API, so ``BackendPool`` and
 ``PodBackendPool`` are not supported, and its declared parameters are the common cloud ones
-unless the user states others.
+unless the user states others (a declaration file, ``--declaration``, states them as data, and how
+to read the pool too). On a local cluster (the lab) its node chaos is that cluster's.
 """
 
 from __future__ import annotations
 
 from lbconform.features import Feature
-from lbconform.providers.base import Declared, Provider
+from lbconform.providers.base import Declared
+from lbconform.providers.nodepower import LocalNodePower
 
 
-class GenericProvider(Provider):
+class GenericProvider(LocalNodePower):
     name = "generic"
 
     def features(self) -> set[Feature]:

@@ -34,12 +34,11 @@ status objects live (env ``METALLB_NAMESPACE``, default ``metallb-system``);
 
 from __future__ import annotations
 
-import ipaddress
-import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from lbconform.config import Timeouts
+from lbconform.interface import expand_addresses
 from lbconform.kube.manifests import Applier
 from lbconform.kube.rawapi import ApiError
 from lbconform.kube.workload import Workload
@@ -87,32 +86,13 @@ def pool_from_statuses(statuses: Iterable[Mapping[str, Any]], namespace: str, na
             for node in announcing_nodes(statuses, namespace, name)]
 
 
-#: Enough addresses for the suites' requests; a /16 pool is not listed whole.
-MAX_REQUESTABLE = 64
-
-
 def held_addresses(pools: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The IPv4 addresses of the pools with ``autoAssign: false``, which MetalLB hands out only to
-    a Service that asks for one (``spec.addresses``: CIDRs or ``first-last`` ranges), at most
-    MAX_REQUESTABLE."""
-    out: list[str] = []
-    for pool in pools:
-        spec = pool.get("spec") or {}
-        if spec.get("autoAssign", True):
-            continue
-        for entry in spec.get("addresses") or []:
-            out += _expand(str(entry), MAX_REQUESTABLE - len(out))
-    return out
-
-
-def _expand(entry: str, most: int) -> list[str]:
-    if "-" in entry:
-        first, last = (ipaddress.ip_address(a.strip()) for a in entry.split("-", 1))
-        span = range(int(first), int(last) + 1)
-        return [str(ipaddress.ip_address(i)) for i in span][:max(most, 0)]
-    net = ipaddress.ip_network(entry, strict=False)
-    hosts = [net.network_address] if net.num_addresses == 1 else list(itertools.islice(net.hosts(), most))
-    return [str(a) for a in hosts][:max(most, 0)]
+    """The addresses of the pools with ``autoAssign: false``, which MetalLB hands out only to a
+    Service that asks for one (``spec.addresses``: CIDRs or ``first-last`` ranges), at most
+    ``interface.MAX_REQUESTABLE``."""
+    entries = [str(entry) for pool in pools if not (pool.get("spec") or {}).get("autoAssign", True)
+               for entry in (pool.get("spec") or {}).get("addresses") or []]
+    return expand_addresses(entries)
 
 
 class MetalLBProvider(Announcer):

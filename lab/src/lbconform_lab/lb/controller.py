@@ -11,9 +11,9 @@ one lab at the same time.
 This module coordinates the pass; each job is a module of its own: ``watch`` (the informers),
 ``allocate`` (addresses), ``pools`` (each Service's pool), ``checkers`` (health checks and the
 healthy set), ``plan`` and ``nft`` (the rules), ``routes`` (node mode's policy routing), ``flows``
-(forgetting pinned flows), ``status`` (what it writes to the apiserver), ``saved`` (what a restarted
-process starts from), ``api`` (the state API); ``defects`` is the table of defects and the hook
-points where they act.
+(forgetting pinned flows), ``status`` (what it writes to the apiserver), ``published`` (each
+Service's pool as a BackendPool object), ``saved`` (what a restarted process starts from), ``api``
+(the state API); ``defects`` is the table of defects and the hook points where they act.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from lbconform_lab.lb.allocate import Addresses, Refusal, next_index
 from lbconform_lab.lb.defects import DEFECTS, At, Pace, apply
 from lbconform_lab.lb.flows import Flows
 from lbconform_lab.lb.params import parse
+from lbconform_lab.lb.published import Published
 from lbconform_lab.lb.routes import NodeRoutes
 from lbconform_lab.lb.saved import Saved, StateFile
 from lbconform_lab.lb.service import ServiceState
@@ -82,6 +83,7 @@ class Controller:
         self.flows = Flows()
         self.routes = NodeRoutes()
         self.writes = Writes(api, self.dirty.set)
+        self.published = Published(api)
         #: The serial-provisioning defect's clock.
         self.pace = Pace()
         self.state_file = StateFile(state_file)
@@ -159,6 +161,7 @@ class Controller:
             for key in list(self.services):
                 if key not in seen:
                     self._forget(key)
+            self.published.retry_removals(self.services)
             plans += self._ghost_plans()
             ruleset = nft.render(sorted(plans, key=lambda p: p.index), self.timeouts)
             if ruleset != self.ruleset:
@@ -204,6 +207,7 @@ class Controller:
         previous = checkers.record(st, checkers.healthy_set(st))
         if previous:
             self.flows.healthy_set_changed(st, previous)
+        self.published.sync(st)
         backends = [st.pool[k] for k in st.healthy]
         st.last_plan = plan.plan(svc, st.index, st.vip, params, backends, st.defects, st.last_plan,
                                  salt=self.salt)
@@ -261,10 +265,12 @@ class Controller:
 
     # --- release ------------------------------------------------------------------------
     def _forget(self, key: str) -> None:
-        """Let the Service's state go: its checkers stop, its flows are forgotten."""
+        """Let the Service's state go: its checkers stop, its flows are forgotten, its BackendPool
+        is deleted."""
         st = self.services.pop(key, None)
         if st is not None:
             checkers.stop(st)
+            self.published.remove(key)
             if apply(At.KEEP_DELETED, False, self.defects_of_run(st.run)):
                 self.ghosts[f"{key}/{st.uid}"] = st
             else:
