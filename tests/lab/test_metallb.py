@@ -10,30 +10,24 @@ from __future__ import annotations
 
 import os
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
 from lbconform.providers.metallb import MetalLBProvider
-from lbconform.wait import poll_until
 from lbconform_lab import build, upstream
-from lbconform_lab import topology as topo
 from lbconform_lab.cluster import Lab
 from tests.lab.helpers import (
     answers_through,
-    certification,
+    certify,
     deploy_backend,
     kill_and_time_the_move,
     the_announcing_node,
     wait_for_vip,
 )
-from tests.lab.runs import DECLARATIONS, lbconform_run, outcome
 from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
-from tests.lab.test_user_path import features, verdicts
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
 
@@ -106,55 +100,13 @@ def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab
     assert_nothing_left(no_lab.dir, before)
 
 
-#: The certification's profiles, run through MetalLB's provider and through its declaration.
-CERTIFY = ("--profile", "core", "--profile", "extended", "--profile", "chaos", "--allow-disruptive",
-           "-n", "3")
-#: ``lab up --lb metallb`` from ``lbconform run`` (boot, MetalLB's manifest, its pods ready).
-BOOT_SECONDS = 300.0
-
-
-def test_core_extended_and_chaos_pass_on_metallb_through_its_provider_and_its_declaration(
-        no_lab: Lab, tmp_path: Path) -> None:
+def test_core_extended_and_chaos_pass_on_metallb(no_lab: Lab, tmp_path: Path) -> None:
     """``run --provider metallb`` boots the MetalLB lab, and core, extended and chaos pass there:
-    every test passes or is not supported for a reason MetalLB's model gives, the node kills hit the
-    announcing node, and the datasheet has the failover time beside MetalLB's declared one. Beside
-    it, once the lab is up, the user's path: the generic provider with MetalLB's declaration file
-    (docs/declarations/metallb.yaml) through the lab's kubeconfig gives the same verdicts, test by
-    test and feature by feature, the announcing node read from MetalLB's ServiceL2Status objects as
-    the declaration describes them. The lab goes after."""
-    declared = None
-    with ThreadPoolExecutor(2, thread_name_prefix="metallb-run") as pool:
-        provider_run = pool.submit(lbconform_run, "--provider", "metallb", "--keep-lab", *CERTIFY,
-                                   report_dir=tmp_path / "provider")
-        try:
-            poll_until(lambda: provider_run.done() or (no_lab.dir.exists() and no_lab.dir.read().ready),
-                       timeout=BOOT_SECONDS, interval=1.0, description="the MetalLB lab the run boots")
-            if not provider_run.done():
-                declared = pool.submit(
-                    lbconform_run, "--kubeconfig", str(no_lab.dir.kubeconfig), "--provider", "generic",
-                    "--declaration", str(DECLARATIONS / "metallb.yaml"), "--client-netns", topo.CLIENT_NS,
-                    *CERTIFY, report_dir=tmp_path / "declared")
-            result = provider_run.result()
-            assert result.returncode == 0, outcome(result)
-            assert "lab booted" in result.stderr
-            doc = yaml.safe_load((tmp_path / "provider" / "conformance-report.yaml").read_text())
-            assert doc["target"]["provider"] == "metallb"
-            window = MetalLBProvider().declared().node_failure_window
-            certification(doc, NOT_SUPPORTED_ON_METALLB, CHAOS_TESTS, window)
-            assert declared is not None, "the provider's run ended before its lab was up"
-            declared_result = declared.result()
-            assert declared_result.returncode == 0, outcome(declared_result)
-            declared_doc = yaml.safe_load((tmp_path / "declared" / "conformance-report.yaml").read_text())
-            assert declared_doc["target"]["provider"] == "generic"
-            assert declared_doc["implementation"]["project"] == "MetalLB (layer 2)"
-            certification(declared_doc, NOT_SUPPORTED_ON_METALLB, CHAOS_TESTS, window)
-            assert verdicts(declared_doc) == verdicts(doc)
-            assert features(declared_doc) == features(doc)
-        finally:
-            if declared is not None:
-                declared.result()
-            provider_run.result()
-            no_lab.down()
+    every test passes or is not supported for a reason MetalLB's model gives. The node kills hit
+    the announcing node, and the datasheet has the failover time beside MetalLB's declared one.
+    The lab goes after."""
+    certify("metallb", tmp_path, NOT_SUPPORTED_ON_METALLB, CHAOS_TESTS,
+            MetalLBProvider().declared().node_failure_window)
     assert not no_lab.dir.exists()
 
 

@@ -184,6 +184,8 @@ def test_the_controller_deletes_the_object_when_it_lets_a_service_go() -> None:
     c = Controller(api, "node", set())  # type: ignore[arg-type]
     c.services["ns/backend"] = state()
     c._forget("ns/backend")
+    assert api.calls == []  # the pass only notes it: the writer's thread deletes it
+    c.published.flush()
     assert api.calls == [("delete", f"{PATH}/backend", None)]
 
 
@@ -227,3 +229,22 @@ def test_a_group_the_apiserver_does_not_serve_is_a_404(monkeypatch: pytest.Monke
     pub = published.Published(RawApi(None))  # type: ignore[arg-type]
     pub.sync(state())  # neither raises nor counts as written
     assert "ns/backend" not in pub.written and "ns/backend" in pub.not_before
+
+
+def test_the_pass_only_notes_the_content_and_the_writer_writes_the_latest() -> None:
+    """The pass never waits on the apiserver (the state API waits for the pass): it notes what each
+    object should say, and the writer's flush writes only the latest of it."""
+    pub, api, _ = publisher()
+    writer = published.Publisher(pub)
+    st = state()
+    writer.sync(st)
+    st.healthy = ["node-2"]
+    writer.sync(st)
+    writer.retry_removals({"ns/backend"})
+    assert api.calls == []
+    writer.flush()
+    assert api.methods() == ["patch"]
+    assert [m["healthy"] for m in api.calls[0][2]["status"]["members"]] == [False, True, False]  # type: ignore[index]
+    writer.remove("ns/backend")
+    writer.flush()
+    assert api.methods() == ["patch", "delete"]

@@ -31,7 +31,7 @@ from lbconform_lab.lb.allocate import Addresses, Refusal, next_index
 from lbconform_lab.lb.defects import DEFECTS, At, Pace, apply
 from lbconform_lab.lb.flows import Flows
 from lbconform_lab.lb.params import parse
-from lbconform_lab.lb.published import Published
+from lbconform_lab.lb.published import Published, Publisher
 from lbconform_lab.lb.routes import NodeRoutes
 from lbconform_lab.lb.saved import Saved, StateFile
 from lbconform_lab.lb.service import ServiceState
@@ -83,7 +83,7 @@ class Controller:
         self.flows = Flows()
         self.routes = NodeRoutes()
         self.writes = Writes(api, self.dirty.set)
-        self.published = Published(api)
+        self.published = Publisher(Published(api))
         #: The serial-provisioning defect's clock.
         self.pace = Pace()
         self.state_file = StateFile(state_file)
@@ -128,6 +128,7 @@ class Controller:
 
     def run(self) -> None:
         self.watch.start()
+        self.published.start()
         while True:
             self.dirty.wait(MAX_PASS_SECONDS)
             self.dirty.clear()

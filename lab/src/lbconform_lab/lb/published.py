@@ -7,10 +7,12 @@ are of its announcements: one per Service, in the Service's namespace and named 
 every backend of the pool with its address and whether it is in the healthy set, exactly as
 ``describe`` says them. A declaration's ``backendPool`` reads it from the cluster.
 
-Written only when its content changed since the last write (kept per Service in memory; a restarted
-LB writes each once), and again after ``RESYNC_SECONDS`` in case someone deleted it; a write that fails
-is tried again on a later pass, no sooner than ``RETRY_SECONDS`` after: passes run at least every
-``controller.MAX_PASS_SECONDS``, so nothing here asks for one, and a failure never fails the pass.
+Written by a thread of its own (``Publisher``), never inside the pass: a pass that waited on the
+apiserver held up the state API, whose answers wait for the pass's lock (seen: the state API's 5 s
+timeout ran out under the lab tests' load). Written only when its content changed since the last
+write (kept per Service in memory; a restarted LB writes each once), and again after
+``RESYNC_SECONDS`` in case someone deleted it; a write that fails is tried again later, no sooner
+than ``RETRY_SECONDS`` after, and never fails the pass.
 
 The CustomResourceDefinition is ``backendpool-crd.yaml`` beside this module, which the lab applies
 (``install``) before it starts the LB.
@@ -20,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from importlib import resources
 from typing import Final
 
@@ -31,8 +34,8 @@ from lbconform.kube.rawapi import MERGE, ApiError, Json, RawApi
 from lbconform.wait import NotYet, poll_until
 from lbconform_lab.lb.service import ServiceState
 
-__all__ = ["API_VERSION", "CRD_MANIFEST", "GROUP", "KIND", "PLURAL", "Published", "crd", "install",
-           "members", "pool_object", "pool_status"]
+__all__ = ["API_VERSION", "CRD_MANIFEST", "GROUP", "KIND", "PLURAL", "Published", "Publisher", "crd",
+           "install", "members", "pool_object", "pool_status"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,8 @@ RETRY_SECONDS: Final = 2.0
 #: deleted behind the LB's back (by hand, or by the garbage collector racing a Service made again
 #: under the same name) comes back. A merge patch that changes nothing costs the apiserver no write.
 RESYNC_SECONDS: Final = 60.0
+#: The writer looks for work at least this often (a pass wakes it at once).
+FLUSH_SECONDS: Final = 1.0
 #: Time for the apiserver to establish the CRD (it serves the kind once Established; a second or so).
 ESTABLISHED_SECONDS: Final = 30.0
 
@@ -115,35 +120,40 @@ class Published:
 
     def sync(self, st: ServiceState) -> None:
         """The Service's BackendPool says its pool now, unless it was written so already."""
-        self.doomed.discard(st.key)
-        wanted = (st.uid, pool_status(st))
-        last, due = self.written.get(st.key, (None, 0.0))
-        if (last == wanted and self.clock() < due) or self._waiting(st.key):
+        self.sync_status(st.key, st.uid, pool_status(st))
+
+    def sync_status(self, key: str, uid: str, status: Json) -> None:
+        """The BackendPool of the Service ``key`` (of ``uid``) says ``status``, unless it was
+        written so already."""
+        self.doomed.discard(key)
+        wanted = (uid, status)
+        last, due = self.written.get(key, (None, 0.0))
+        if (last == wanted and self.clock() < due) or self._waiting(key):
             return
-        self.written.pop(st.key, None)
-        namespace, name = _split(st.key)
-        patch = {"metadata": _metadata(name, st.uid), "status": wanted[1]}
+        self.written.pop(key, None)
+        namespace, name = _split(key)
+        patch = {"metadata": _metadata(name, uid), "status": status}
         try:
             try:
                 self.api.patch(_path(namespace, name), patch, MERGE)
             except ApiError as exc:
                 if exc.status != 404:
                     raise
-                self.api.post(_path(namespace), pool_object(st.key, st.uid, wanted[1]))
+                self.api.post(_path(namespace), pool_object(key, uid, status))
         except ApiError as exc:
             # 409: made meanwhile, patched on the next pass; 403/404: a namespace terminating or
             # gone (or the CRD not established yet); anything else is worth a line.
             if exc.status not in (403, 404, 409):
-                log.warning("BackendPool %s not written: %s", st.key, exc)
+                log.warning("BackendPool %s not written: %s", key, exc)
             if exc.status != 409:
-                self._failed(st.key)
+                self._failed(key)
             return
         except (OSError, ValueError) as exc:  # no answer, or one that is not JSON
-            log.warning("BackendPool %s not written: %s", st.key, exc)
-            self._failed(st.key)
+            log.warning("BackendPool %s not written: %s", key, exc)
+            self._failed(key)
             return
-        self.written[st.key] = (wanted, self.clock() + RESYNC_SECONDS * random.uniform(1.0, 1.5))
-        self.not_before.pop(st.key, None)
+        self.written[key] = (wanted, self.clock() + RESYNC_SECONDS * random.uniform(1.0, 1.5))
+        self.not_before.pop(key, None)
 
     def remove(self, key: str) -> None:
         """Delete the BackendPool of a Service the LB released; a failed deletion is tried again
@@ -175,6 +185,63 @@ class Published:
             return
         self.doomed.discard(key)
         self.not_before.pop(key, None)
+
+
+class Publisher:
+    """The pass's BackendPool work, done by a thread of its own: the pass only notes what each
+    object should say (in memory, under the controller's lock), and ``Published`` writes it to the
+    apiserver outside that lock, so that a slow apiserver holds up neither the pass nor the state
+    API (which answers under the same lock). What is noted for a Service replaces what was noted
+    before and not yet written: only the latest content is ever written."""
+
+    def __init__(self, published: Published) -> None:
+        self.published = published
+        self.lock = threading.Lock()
+        #: Service key -> (uid, status) to write, or None to delete the object.
+        self.wanted: dict[str, tuple[str, Json] | None] = {}
+        #: The Services served at the last pass, for ``Published.retry_removals``.
+        self.served: frozenset[str] | None = None
+        self.wake = threading.Event()
+
+    def sync(self, st: ServiceState) -> None:
+        with self.lock:
+            self.wanted[st.key] = (st.uid, pool_status(st))
+        self.wake.set()
+
+    def remove(self, key: str) -> None:
+        with self.lock:
+            self.wanted[key] = None
+        self.wake.set()
+
+    def retry_removals(self, served: Iterable[str]) -> None:
+        with self.lock:
+            self.served = frozenset(served)
+        self.wake.set()
+
+    def flush(self) -> None:
+        """Write what was noted since the last flush."""
+        with self.lock:
+            work, self.wanted = self.wanted, {}
+            served, self.served = self.served, None
+        for key, want in work.items():
+            if want is None:
+                self.published.remove(key)
+            else:
+                self.published.sync_status(key, *want)
+        if served is not None:
+            self.published.retry_removals(served)
+
+    def start(self) -> None:
+        threading.Thread(target=self._serve, name="backendpools", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self.wake.wait(FLUSH_SECONDS)
+            self.wake.clear()
+            try:
+                self.flush()
+            except Exception:  # a write's surprise must not end the writer
+                log.exception("BackendPool writes failed")
 
 
 def crd() -> Json:
