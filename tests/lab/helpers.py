@@ -87,6 +87,21 @@ def wait_for_vip(api: RawApi, namespace: str, name: str = "backend", timeout: fl
     return ServiceJig(Applier(api, namespace), name).wait_for_load_balancer(timeout)
 
 
+def wait_until_gone(api: RawApi, path: str, what: str, timeout: float = 10) -> None:
+    """Wait until the object at ``path`` is gone (a 404), ``what`` saying what goes."""
+    from lbconform.kube.rawapi import ApiError
+    from lbconform.wait import poll_until
+
+    def gone() -> bool:
+        try:
+            api.get(path)
+        except ApiError as exc:
+            return exc.status == 404
+        return False
+
+    poll_until(gone, timeout=timeout, description=what)
+
+
 def wait_for_healthy(namespace: str, want: set[str] | int, name: str = "backend",
                      timeout: float = 30) -> list[str]:
     """Wait until the lab LB's healthy set is ``want`` (a set of names, or a size)."""

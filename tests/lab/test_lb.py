@@ -37,6 +37,7 @@ from tests.lab.helpers import (
     wait_for_healthy,
     wait_for_node_ports,
     wait_for_vip,
+    wait_until_gone,
 )
 
 pytestmark = [pytest.mark.lab, pytest.mark.beside_runs]
@@ -92,15 +93,7 @@ def test_type_change_and_delete_release_the_load_balancer(test_namespace: Applie
     api.patch(path, {"spec": {"type": "LoadBalancer"}})
     vip = wait_for_vip(api, ns)
     api.delete(path)
-
-    def deleted() -> bool:
-        try:
-            api.get(path)
-        except ApiError as exc:
-            return exc.status == 404
-        return False
-
-    poll_until(deleted, timeout=10, description="the Service to be deleted once its finalizer is gone")
+    wait_until_gone(api, path, "the Service to be deleted once its finalizer is gone")
     assert LabLB().service(ns, "backend") is None
     del svc
 
@@ -239,15 +232,7 @@ def test_backend_pool_object_is_the_state_apis_pool(test_namespace: Applier) -> 
         "controller": True, "blockOwnerDeletion": False}]
 
     api.delete(f"/api/v1/namespaces/{ns}/services/backend")
-
-    def gone() -> bool:
-        try:
-            api.get(path)
-        except ApiError as exc:
-            return exc.status == 404
-        return False
-
-    poll_until(gone, timeout=10, description="the BackendPool object to go with its Service")
+    wait_until_gone(api, path, "the BackendPool object to go with its Service")
 
 
 @pytest.mark.alone
