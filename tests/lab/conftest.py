@@ -25,7 +25,15 @@ from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import RawApi
 from lbconform.pytest_plugin import cluster_share, share_lock_of
 from lbconform_lab.cluster import Lab
-from tests.lab.defect_rows import PARALLEL_ROWS, row_weight, run_chaos_row, run_declared_row, run_row
+from tests.lab.defect_rows import (
+    PARALLEL_ROWS,
+    exclusive_tests,
+    row_exclusive_tests,
+    row_weight,
+    run_chaos_row,
+    run_declared_row,
+    run_row,
+)
 from tests.lab.helpers import LabSession
 from tests.lab.runs import (
     CHAOS_PROFILE,
@@ -33,6 +41,7 @@ from tests.lab.runs import (
     HARNESS_ALONE,
     MODE_RUNS_AT_ONCE,
     ConcurrentRuns,
+    ExclusivesFirst,
     ReferenceRuns,
     Result,
     run_chaos_profile,
@@ -174,19 +183,37 @@ def reference_runs(lab_session: LabSession, request: pytest.FixtureRequest,
     """The selected mode runs and defect rows, all started when the first test asks for one (the
     first test that goes on beside them, or the first that reads a result): they mostly wait on the
     LB's and the suites' timers, so side by side they take little longer than the mode runs alone.
-    Each set is waited for at the end of the session."""
+    The rows without an exclusive test wait until the others' exclusive tests have ended
+    (``ExclusivesFirst``). Each set is waited for at the end of the session."""
     lab_session.ensure_up()
+    exclusives = ExclusivesFirst()
+
+    def row(name: str, report_dir: Path) -> Result:
+        if not row_exclusive_tests(name):
+            exclusives.wait()
+        return run_row(name, report_dir)
+
+    def declared_run(name: str, report_dir: Path) -> tuple[Result, Result]:
+        if name != DECLARED_REFERENCE and not row_exclusive_tests(name):
+            exclusives.wait()
+        return run_declared(name, report_dir)
+
     # The user-path runs are compared with the lab provider's: its node-mode run and its rows.
     declared = selected_params(request, (ALONE_TEST, DECLARED_ROW_TEST), "declared")
     with selected_runs(request, tmp_path_factory, MODE_TEST, "mode", run_mode, MODE_RUNS_AT_ONCE,
                        also=["node"] if DECLARED_REFERENCE in declared else []) as modes, \
-            selected_runs(request, tmp_path_factory, ROW_TEST, "defect", run_row, PARALLEL_ROWS,
+            selected_runs(request, tmp_path_factory, ROW_TEST, "defect", row, PARALLEL_ROWS,
                           weight=row_weight, also=[d for d in declared if d != DECLARED_REFERENCE]) as rows, \
             selected_runs(request, tmp_path_factory, (ALONE_TEST, DECLARED_ROW_TEST), "declared",
-                          run_declared, 2) as alone:
+                          declared_run, 2) as alone:
         modes.start_all()
         rows.start_all()
         alone.start_all()
+        every = exclusive_tests()
+        exclusives.watch(modes, lambda _: every)
+        exclusives.watch(rows, row_exclusive_tests)
+        exclusives.watch(alone, lambda n: every if n == DECLARED_REFERENCE else row_exclusive_tests(n))
+        exclusives.arm()
         runs = request.config.stash[_REFERENCE_RUNS] = ReferenceRuns(modes, rows, alone)
         yield runs
 

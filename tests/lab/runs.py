@@ -10,6 +10,7 @@ installed alone, which all go on at once.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -251,6 +253,57 @@ def run_declared_reference(report_dir: Path) -> tuple[Result, Result]:
     run = HARNESS_ALONE.run(report_dir, "reference-lb.yaml", "--profile", "core", "--profile", "extended",
                             "-n", "3")
     return HARNESS_ALONE.imports_the_lab(report_dir.parent), run
+
+
+#: The longest the runs without an exclusive test wait for the others' exclusive tests.
+EXCLUSIVES_SECONDS = 420.0
+
+
+class ExclusivesFirst:
+    """Until the ``exclusive`` suite tests of the watched runs have ended, the runs that have none
+    wait to start. An exclusive test waits, holding the cluster's gate, for every test in to end;
+    beside runs that started with minute-long idle probes, the first exclusive tests held every
+    run back for 112 s. A run's exclusive tests go first in it (``exclusive_first``), so they
+    end early when nothing long is in the way; a test's end shows as its Allure result."""
+
+    def __init__(self) -> None:
+        self._watched: list[tuple[Path, Future[Any], set[str]]] = []
+        self._armed = threading.Event()
+
+    def watch(self, runs: ConcurrentRuns[Any], exclusive: Callable[[str], set[str]]) -> None:
+        """Watch the started ``runs`` whose ``exclusive`` tests (``module::name``) are not none."""
+        for name, (report_dir, future) in runs.runs.items():
+            if tests := exclusive(name):
+                self._watched.append((report_dir, future, tests))
+
+    def arm(self) -> None:
+        """Every run to watch is watched."""
+        self._armed.set()
+
+    def ended(self) -> bool:
+        return all(future.done() or tests <= ended_tests(report_dir)
+                   for report_dir, future, tests in self._watched)
+
+    def wait(self, timeout: float = EXCLUSIVES_SECONDS) -> None:
+        """Return once the watched exclusive tests have ended (or ``timeout`` has passed: then the
+        runs go on, only slower)."""
+        deadline = time.monotonic() + timeout
+        self._armed.wait(timeout)
+        while not self.ended() and time.monotonic() < deadline:
+            time.sleep(2.0)
+
+
+def ended_tests(report_dir: Path) -> set[str]:
+    """The suite tests (``module::name``) a run has results for, from its Allure results."""
+    names = set()
+    for result in (report_dir / "allure-results").glob("*-result.json"):
+        try:
+            full = json.loads(result.read_text()).get("fullName", "")
+        except (OSError, ValueError):  # being written
+            continue
+        module, _, name = full.partition("#")
+        names.add(f"{module.rpartition('.')[2]}::{name}")
+    return names
 
 
 @dataclass(frozen=True)

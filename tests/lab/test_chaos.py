@@ -20,10 +20,10 @@ import yaml
 
 from fixtures.chaos import Experiment
 from lbconform.chaos.runner import experiment_path, parse_journal, var_arg
-from lbconform.kube import tweaks
-from lbconform.kube.manifests import Applier
+from lbconform.kube import objects, tweaks
+from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
-from lbconform.kube.rawapi import RawApi
+from lbconform.kube.rawapi import Json, RawApi
 from lbconform.termination import Ordering
 from lbconform_lab.cluster import Lab
 from lbconform_lab.provider import LabProvider
@@ -52,8 +52,10 @@ EXPERIMENTS: dict[str, dict[str, object]] = {
     "node-drain": {**ALLOWED, "traffic_seconds": 40, "drain_timeout": 60},
     "kube-proxy-restart": {**ALLOWED, "traffic_seconds": 25},
     "lb-restart": {"allow_disruptive": True, "traffic_seconds": 25},
-    # The failure budget is set from the LB's declared detection (node_kill_window below).
-    "node-kill": {**ALLOWED, "traffic_seconds": 17, "observe_seconds": 10},
+    # The failure budget is set from the LB's declared detection (node_kill_window below). The
+    # node is dead long enough to go NotReady (the lab's grace period, 8 s, and the node
+    # controller's 5 s period), so that its pods do too.
+    "node-kill": {**ALLOWED, "traffic_seconds": 22, "observe_seconds": 15},
 }
 #: node-kill's traffic rate (the experiment's default).
 NODE_KILL_RATE = 20
@@ -96,17 +98,40 @@ def chaos_run(name: str, namespace: str, tmp_path: Path, **configuration: object
     return doc
 
 
+#: A per-node agent for the node-kill experiment: a DaemonSet whose pods are Ready only seconds
+#: after they start, as an implementation's speakers are.
+NODE_AGENT, AGENT_READY_DELAY = "node-agent", 5
+
+
+def node_agent(obj: Json) -> None:
+    obj["metadata"]["name"] = NODE_AGENT
+    template = obj["spec"]["template"]
+    obj["spec"]["selector"]["matchLabels"] = template["metadata"]["labels"] = {"app": NODE_AGENT}
+    template["spec"]["containers"][0]["readinessProbe"]["initialDelaySeconds"] = AGENT_READY_DELAY
+
+
+def agent_on(api: RawApi, namespace: str, node: str) -> Json:
+    return next(p for p in objects.pods(api, namespace, f"app={NODE_AGENT}")
+                if p["spec"].get("nodeName") == node)
+
+
 def run_standalone(name: str, namespace: Applier, tmp_path: Path) -> dict[str, object]:
     """Backends for ``name`` in ``namespace``, served by the LB, then ``chaos run`` of the experiment
-    against them; its journal."""
+    against them; its journal. For node-kill, a node agent too, on every node."""
     order = Ordering.correct(LabProvider().declared())
     avoid = [tweaks.avoid_node(VICTIM)] if name == "node-kill" else []
     deploy_backend(namespace, *order.tweaks(), *avoid, tweaks.replicas(2 if avoid else 3))
     assert namespace.namespace
+    if name == "node-kill":
+        agents = namespace.create(load_one("backend-daemonset", node_agent))
+        objects.wait_for_daemonset(namespace.api, namespace.namespace, agents["metadata"]["name"])
     wait_for_vip(namespace.api, namespace.namespace)
     wait_for_healthy(namespace.namespace, 3)
     extra = {"failure_tolerance": node_kill_budget(node_kill_window())} if name == "node-kill" else {}
-    return chaos_run(name, namespace.namespace, tmp_path, **EXPERIMENTS[name], **extra)
+    journal = chaos_run(name, namespace.namespace, tmp_path, **EXPERIMENTS[name], **extra)
+    if name == "node-kill":  # as the experiment ended
+        journal["_agent"] = agent_on(namespace.api, namespace.namespace, VICTIM)
+    return journal
 
 
 def run_in_a_namespace(namespaces: TestNamespaces, name: str, tmp_path: Path) -> dict[str, object]:
@@ -151,6 +176,10 @@ def test_experiment_runs_standalone_and_passes(name: str, gentle_runs: Concurren
         killed = run.started("kill-node")
         late = [round(f["at"] - killed, 2) for f in run.failures_after(killed) if f["at"] - killed > window]
         assert not late, f"new connections failed {late} s after the kill, beyond the declared {window:g} s"
+        # The rollback returned with the node whole: its DaemonSet's pod runs, Ready, again.
+        agent: Json = journal["_agent"]  # type: ignore[assignment]
+        assert objects.pod_ready(agent), (
+            f"{VICTIM}'s node agent is not Ready after the rollback: {agent['status'].get('conditions')}")
 
 
 def test_disruptive_experiment_refused_without_the_switch(test_namespace: Applier, tmp_path: Path) -> None:

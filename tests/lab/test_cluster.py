@@ -13,7 +13,8 @@ from lbconform_lab.cluster import Lab
 from lbconform_lab.versions import KUBERNETES_VERSION
 from tests.lab.helpers import client_get, deploy_backend, health_check, node_port, pods_by_node
 
-pytestmark = pytest.mark.lab
+#: Each test makes its own namespace and changes nothing else: it goes on beside the reference runs.
+pytestmark = [pytest.mark.lab, pytest.mark.beside_runs]
 
 
 def test_three_nodes_ready_and_version_tells_the_truth(lab: Lab, kube: RawApi) -> None:

@@ -8,7 +8,8 @@ from lbconform.kube import objects, tweaks
 from lbconform.kube.jig import LoadBalancerTimeout, ServiceJig
 from lbconform.kube.manifests import Applier, load_one
 
-pytestmark = pytest.mark.lab
+#: Each test makes its own namespace and changes nothing else: it goes on beside the reference runs.
+pytestmark = [pytest.mark.lab, pytest.mark.beside_runs]
 
 
 def test_jig_waits_updates_and_describes(test_namespace: Applier) -> None:

@@ -11,7 +11,8 @@ from lbconform_lab import topology as topo
 from lbconform_lab.provider import LabProvider
 from tests.lab.helpers import deploy_with_vip, lab_lb
 
-pytestmark = pytest.mark.lab
+#: Each test makes its own namespace and changes nothing else: it goes on beside the reference runs.
+pytestmark = [pytest.mark.lab, pytest.mark.beside_runs]
 
 
 @pytest.mark.parametrize("mode", ["node", "pod"])

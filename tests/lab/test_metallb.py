@@ -1,33 +1,40 @@
 """MetalLB in the lab: a load balancer this project did not write, as upstream ships it.
 
 ``lab up --lb metallb`` boots the lab without the reference LB, applies MetalLB's own manifest
-and hands it the VIP range in layer-2 mode. The client's router finds a VIP by ARP, the
-announcing speaker answers, and when that node dies memberlist moves the VIP to another node.
-Bad input is refused in one line before anything is made.
+and hands it the VIP range in layer-2 mode. MetalLB is certified there twice on one lab, through
+its provider and, as a user with no Python would, through its declaration file; the client's
+router finds a VIP by ARP, the announcing speaker answers, and when that node dies memberlist
+moves the VIP to another node. Bad input is refused in one line before anything is made.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lbconform.kube.manifests import Applier
 from lbconform.kube.tweaks import one_per_node
 from lbconform.providers.metallb import MetalLBProvider
+from lbconform.wait import poll_until
 from lbconform_lab import build, upstream
+from lbconform_lab import topology as topo
 from lbconform_lab.cluster import Lab
 from tests.lab.helpers import (
     answers_through,
-    certify,
+    certification,
     deploy_backend,
     kill_and_time_the_move,
     the_announcing_node,
     wait_for_vip,
 )
+from tests.lab.runs import DECLARATIONS, lbconform_run, outcome
 from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
+from tests.lab.test_user_path import features, verdicts
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
 
@@ -69,45 +76,83 @@ NOT_SUPPORTED_ON_METALLB = {
 CHAOS_TESTS = 8
 
 
-def test_metallb_serves_a_vip_by_arp_and_moves_it_when_its_node_dies(no_lab: Lab) -> None:
-    """MetalLB's pool gives the Service its address, the client reaches it through the node whose
-    speaker answered ARP (the node MetalLB names in its ServiceL2Status), a killed announcing
-    node's VIP answers from another node within MetalLB's declared failover time, and ``lab down``
-    leaves nothing."""
+#: The certification's profiles, run through MetalLB's provider and through its declaration.
+CERTIFY = ("--profile", "core", "--profile", "extended", "--profile", "chaos", "--allow-disruptive",
+           "-n", "3")
+#: ``lab up --lb metallb`` from ``lbconform run`` (boot, MetalLB's manifest, its pods ready).
+BOOT_SECONDS = 300.0
+
+
+def test_metallb_certifies_through_its_provider_and_its_declaration(no_lab: Lab, tmp_path: Path) -> None:
+    """``run --provider metallb`` boots the MetalLB lab, and core, extended and chaos pass there:
+    every test passes or is not supported for a reason MetalLB's model gives, the node kills hit the
+    announcing node, and the datasheet has the failover time beside MetalLB's declared one. Beside
+    it, once the lab is up, the user's path: the generic provider with MetalLB's declaration file
+    (docs/declarations/metallb.yaml) through the lab's kubeconfig gives the same verdicts, test by
+    test and feature by feature, the announcing node read from MetalLB's ServiceL2Status objects as
+    the declaration describes them. Then, on that lab, the address of a Service of MetalLB's pool
+    answers the client through the node whose speaker answered ARP (the node MetalLB names), a
+    killed announcing node's address answers from another node within MetalLB's declared failover
+    time, and ``lab down`` leaves nothing."""
     if not build.METALLB.is_built(build.cache_root()):
         pytest.fail("MetalLB is not built: the README's commands build it "
                     "('lbconform lab build --with metallb')")
     before = root_namespace_snapshot()
-    no_lab.up(lb="metallb")
-    state = no_lab.dir.read()
+    window = MetalLBProvider().declared().node_failure_window
+    declared = None
+    with ThreadPoolExecutor(2, thread_name_prefix="metallb-run") as pool:
+        provider_run = pool.submit(lbconform_run, "--provider", "metallb", "--keep-lab", *CERTIFY,
+                                   report_dir=tmp_path / "provider")
+        try:
+            poll_until(lambda: provider_run.done() or (no_lab.dir.exists() and no_lab.dir.read().ready),
+                       timeout=BOOT_SECONDS, interval=1.0, description="the MetalLB lab the run boots")
+            if not provider_run.done():
+                declared = pool.submit(
+                    lbconform_run, "--kubeconfig", str(no_lab.dir.kubeconfig), "--provider", "generic",
+                    "--declaration", str(DECLARATIONS / "metallb.yaml"), "--client-netns", topo.CLIENT_NS,
+                    *CERTIFY, report_dir=tmp_path / "declared")
+            result = provider_run.result()
+            assert result.returncode == 0, outcome(result)
+            assert "lab booted" in result.stderr
+            doc = yaml.safe_load((tmp_path / "provider" / "conformance-report.yaml").read_text())
+            assert doc["target"]["provider"] == "metallb"
+            certification(doc, NOT_SUPPORTED_ON_METALLB, CHAOS_TESTS, window)
+            assert declared is not None, "the provider's run ended before its lab was up"
+            declared_result = declared.result()
+            assert declared_result.returncode == 0, outcome(declared_result)
+            declared_doc = yaml.safe_load((tmp_path / "declared" / "conformance-report.yaml").read_text())
+            assert declared_doc["target"]["provider"] == "generic"
+            assert declared_doc["implementation"]["project"] == "MetalLB (layer 2)"
+            certification(declared_doc, NOT_SUPPORTED_ON_METALLB, CHAOS_TESTS, window)
+            assert verdicts(declared_doc) == verdicts(doc)
+            assert features(declared_doc) == features(doc)
+            arp_and_failover(no_lab, window)
+            assert no_lab.down() is True
+            assert_nothing_left(no_lab.dir, before)
+        finally:
+            if declared is not None:
+                declared.result()
+            provider_run.result()
+            no_lab.down()
+
+
+def arp_and_failover(lab: Lab, window: float) -> None:
+    """On the MetalLB lab: a Service's address from MetalLB's pool answers through the announcing
+    node, and moves when that node dies."""
+    state = lab.dir.read()
     assert state.lb == "metallb", state.lb
     assert "lb" not in state.processes, "the reference LB must not run beside MetalLB"
-    api = no_lab.api()
+    api = lab.api()
     namespace = Applier(api, None).create({"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": "metallb-test"}})["metadata"]["name"]
     deploy_backend(Applier(api, namespace), one_per_node)
     vip = wait_for_vip(api, namespace, timeout=VIP_SECONDS)
     assert upstream.in_pool_range(vip), f"{vip} is not in MetalLB's pool {upstream.POOL_RANGE}"
-
     provider = MetalLBProvider()
     provider.configure(api, {})
-
     node = the_announcing_node(provider, namespace, state.nodes, VIP_SECONDS)
     answers_through(vip, node, VIP_SECONDS)
-    kill_and_time_the_move(no_lab, vip, node, provider.declared().node_failure_window, "MetalLB")
-
-    assert no_lab.down() is True
-    assert_nothing_left(no_lab.dir, before)
-
-
-def test_core_extended_and_chaos_pass_on_metallb(no_lab: Lab, tmp_path: Path) -> None:
-    """``run --provider metallb`` boots the MetalLB lab, and core, extended and chaos pass there:
-    every test passes or is not supported for a reason MetalLB's model gives. The node kills hit
-    the announcing node, and the datasheet has the failover time beside MetalLB's declared one.
-    The lab goes after."""
-    certify("metallb", tmp_path, NOT_SUPPORTED_ON_METALLB, CHAOS_TESTS,
-            MetalLBProvider().declared().node_failure_window)
-    assert not no_lab.dir.exists()
+    kill_and_time_the_move(lab, vip, node, window, "MetalLB")
 
 
 @pytest.mark.parametrize("args, says", [

@@ -9,6 +9,8 @@ from lbconform.wait import poll_until
 
 #: A Deployment or DaemonSet of the lab's backends must be fully available within this.
 ROLLOUT_TIMEOUT_SECONDS = 90.0
+#: A node started again runs its DaemonSets' pods, Ready, within this of its own Ready.
+NODE_PODS_READY_SECONDS = 180.0
 
 
 def pods(api: RawApi, namespace: str, selector: str) -> list[Json]:
@@ -75,3 +77,23 @@ def wait_for_daemonset(api: RawApi, namespace: str, name: str,
 
     return poll_until(done, timeout=timeout, interval=0.2,
                       description=f"daemonset {namespace}/{name} to be ready on every node")
+
+
+def node_daemon_pods(api: RawApi, node: str) -> list[Json]:
+    """The pods DaemonSets run on ``node`` (kube-proxy where it is one, and an implementation's
+    per-node agents: MetalLB's speakers, kube-vip's), in every namespace."""
+    items: list[Json] = api.get("/api/v1/pods", fieldSelector=f"spec.nodeName={node}").get("items", [])
+    return [p for p in items
+            if any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])]
+
+
+def wait_for_node_daemon_pods(api: RawApi, node: str, timeout: float = NODE_PODS_READY_SECONDS) -> None:
+    """Wait until every DaemonSet pod on ``node`` (but those going away) is Ready: a node whose
+    machine came back is whole again only once its per-node agents run, and an implementation
+    that elects a node to announce an address may elect one whose agent is not up yet."""
+    def whole() -> bool:
+        return all(pod_ready(p) for p in node_daemon_pods(api, node)
+                   if not p["metadata"].get("deletionTimestamp"))
+
+    poll_until(whole, timeout=timeout, interval=1.0,
+               description=f"the DaemonSet pods on node {node} to be Ready again")

@@ -14,8 +14,9 @@ from chaosk8s.node import actions as k8s_node
 from chaoslib.exceptions import ActivityFailed
 
 from lbconform.chaos import guard
-from lbconform.chaos.context import Configuration, as_bool, provider
+from lbconform.chaos.context import Configuration, as_bool, kube_api, provider
 from lbconform.errors import LbconformError
+from lbconform.kube import objects
 from lbconform.providers.base import NotSupported
 
 __all__ = ["cordon_node", "drain_node", "kill_node", "start_node", "uncordon_node"]
@@ -34,9 +35,15 @@ def kill_node(name: str, configuration: Configuration = None) -> str:
 
 
 def start_node(name: str, configuration: Configuration = None) -> str:
-    """Start node ``name`` again through the provider and wait until it is Ready; a running
-    node is left alone, so this is safe as a rollback whether or not the kill happened."""
+    """Start node ``name`` again through the provider and wait until it is Ready and its
+    DaemonSets' pods are Ready again (the implementation's node agents among them: the next test
+    meets the whole node); a running node is left alone, so this is safe as a rollback whether
+    or not the kill happened."""
     _through_provider("start", name, configuration)
+    try:
+        objects.wait_for_node_daemon_pods(kube_api(), name)
+    except LbconformError as exc:
+        raise ActivityFailed(f"start node {name}: {exc}") from None
     return name
 
 
