@@ -27,6 +27,7 @@ from lbconform.pytest_plugin import cluster_share, share_lock_of
 from lbconform_lab.cluster import Lab
 from tests.lab.defect_rows import (
     PARALLEL_ROWS,
+    chaos_row_exclusive_tests,
     exclusive_tests,
     row_exclusive_tests,
     row_weight,
@@ -236,7 +237,8 @@ def chaos_runs(lab_session: LabSession, request: pytest.FixtureRequest,
     started when the first test asks for one. Their node kills and restarts are ``exclusive``
     tests, which the cluster's gate runs one at a time whichever run they belong to, so side by
     side the runs' start-ups, the profile's other tests and their namespaces' removal overlap.
-    Nothing else may run meanwhile: the lab tests outside these runs do not take the gate."""
+    The standalone experiments of ``test_chaos.py`` go on meanwhile through the same gate; the
+    lab tests after them do not take it, and start once every chaos run has ended."""
     lab_session.ensure_up()
     profile = selected_items(request, "test_chaos_profile_passes_on_the_reference_lb")
     names = [*([CHAOS_PROFILE] if profile else []),
@@ -246,3 +248,16 @@ def chaos_runs(lab_session: LabSession, request: pytest.FixtureRequest,
         yield runs
     finally:
         runs.wait_all()
+
+
+@pytest.fixture(scope="session")
+def chaos_exclusives(chaos_runs: ConcurrentRuns[Result]) -> ExclusivesFirst:
+    """The chaos runs, started, and a gate that opens once their exclusive tests have ended (for the
+    standalone experiments that touch no node: beside the profile's last tests, not between its
+    node kills, where every exclusive test would wait for them)."""
+    chaos_runs.start_all()
+    exclusives = ExclusivesFirst()
+    every = exclusive_tests("chaos")
+    exclusives.watch(chaos_runs, lambda n: every if n == CHAOS_PROFILE else chaos_row_exclusive_tests(n))
+    exclusives.arm()
+    return exclusives

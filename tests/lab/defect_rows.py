@@ -10,8 +10,11 @@ keeps the table complete."""
 from __future__ import annotations
 
 import importlib
+import math
 import uuid
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from lbconform.features import Feature
 from lbconform_lab.lb.client import LabLB
@@ -149,29 +152,55 @@ PARALLEL_ROWS = 6
 IDLE_SUITE = "test_idle_and_keepalive::"
 
 
-def is_exclusive(test: str) -> bool:
-    """Whether the suite test (``module::name[params]``) is marked ``exclusive``."""
+def _marks(test: str) -> list[Any]:
+    """The marks of a suite test (``module::name[params]``): its module's and its own."""
     module_name, _, name = test.partition("::")
     module = importlib.import_module("suites." + module_name.replace("/", "."))
     marks = getattr(module, "pytestmark", [])
-    marks = [*(marks if isinstance(marks, list) else [marks]),
-             *getattr(getattr(module, name.partition("[")[0]), "pytestmark", [])]
-    return any(m.name == "exclusive" for m in marks)
+    return [*(marks if isinstance(marks, list) else [marks]),
+            *getattr(getattr(module, name.partition("[")[0]), "pytestmark", [])]
 
 
-def exclusive_tests() -> set[str]:
-    """The core and extended suite tests marked ``exclusive``, as ``module::name``."""
-    found = set()
-    for path in sorted((CHECKOUT / "suites").glob("test_*.py")):
-        module = importlib.import_module(f"suites.{path.stem}")
-        found |= {f"{path.stem}::{name}" for name in vars(module)
-                  if name.startswith("test_") and is_exclusive(f"{path.stem}::{name}")}
+def is_exclusive(test: str) -> bool:
+    """Whether the suite test (``module::name[params]``) is marked ``exclusive``."""
+    return any(m.name == "exclusive" for m in _marks(test))
+
+
+def exclusive_tests(folder: str = "") -> Counter[str]:
+    """The suite tests marked ``exclusive`` (core and extended's, or those of a ``folder`` of
+    suites such as ``chaos``), as ``module::name``, each with its number of parametrizations."""
+    found: Counter[str] = Counter()
+    prefix = f"{folder}/" if folder else ""
+    for path in sorted((CHECKOUT / "suites" / folder).glob("test_*.py")):
+        module = importlib.import_module("suites." + (f"{folder}." if folder else "") + path.stem)
+        for name in vars(module):
+            test = f"{prefix}{path.stem}::{name}"
+            if name.startswith("test_") and is_exclusive(test):
+                found[f"{path.stem}::{name}"] = math.prod(len(m.args[1]) for m in _marks(test)
+                                                          if m.name == "parametrize")
     return found
 
 
-def row_exclusive_tests(defect: str) -> set[str]:
-    """The ``exclusive`` tests of a row, as ``module::name``."""
-    return {t.partition("[")[0] for t in DEFECT_SUITES[defect][1]} & exclusive_tests()
+def exclusive_among(tests: tuple[str, ...], folder: str = "") -> Counter[str]:
+    """The ``exclusive`` tests among ``tests`` (``[folder/]module::name[params]``, a name without
+    params meaning every parametrization), as ``module::name`` with their number."""
+    every = exclusive_tests(folder)
+    found: Counter[str] = Counter()
+    for test in tests:
+        base = test.partition("[")[0].rpartition("/")[2]
+        if base in every:
+            found[base] += 1 if "[" in test else every[base]
+    return found
+
+
+def row_exclusive_tests(defect: str) -> Counter[str]:
+    """The ``exclusive`` tests of a row, as ``module::name`` with their number."""
+    return exclusive_among(DEFECT_SUITES[defect][1])
+
+
+def chaos_row_exclusive_tests(defect: str) -> Counter[str]:
+    """The ``exclusive`` tests of a chaos row, as ``module::name`` with their number."""
+    return exclusive_among(CHAOS_DEFECT_SUITES[defect][0], "chaos")
 
 
 def row_weight(defect: str) -> tuple[bool, int]:

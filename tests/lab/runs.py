@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -267,11 +268,12 @@ class ExclusivesFirst:
     end early when nothing long is in the way; a test's end shows as its Allure result."""
 
     def __init__(self) -> None:
-        self._watched: list[tuple[Path, Future[Any], set[str]]] = []
+        self._watched: list[tuple[Path, Future[Any], Counter[str]]] = []
         self._armed = threading.Event()
 
-    def watch(self, runs: ConcurrentRuns[Any], exclusive: Callable[[str], set[str]]) -> None:
-        """Watch the started ``runs`` whose ``exclusive`` tests (``module::name``) are not none."""
+    def watch(self, runs: ConcurrentRuns[Any], exclusive: Callable[[str], Counter[str]]) -> None:
+        """Watch the started ``runs`` that have ``exclusive`` tests (``module::name``, each with
+        its number of parametrizations)."""
         for name, (report_dir, future) in runs.runs.items():
             if tests := exclusive(name):
                 self._watched.append((report_dir, future, tests))
@@ -281,7 +283,7 @@ class ExclusivesFirst:
         self._armed.set()
 
     def ended(self) -> bool:
-        return all(future.done() or tests <= ended_tests(report_dir)
+        return all(future.done() or not tests - ended_tests(report_dir)
                    for report_dir, future, tests in self._watched)
 
     def wait(self, timeout: float = EXCLUSIVES_SECONDS) -> None:
@@ -293,16 +295,17 @@ class ExclusivesFirst:
             time.sleep(2.0)
 
 
-def ended_tests(report_dir: Path) -> set[str]:
-    """The suite tests (``module::name``) a run has results for, from its Allure results."""
-    names = set()
+def ended_tests(report_dir: Path) -> Counter[str]:
+    """The suite tests (``module::name``) a run has results for, each with its number of them
+    (one per parametrization), from its Allure results."""
+    names: Counter[str] = Counter()
     for result in (report_dir / "allure-results").glob("*-result.json"):
         try:
             full = json.loads(result.read_text()).get("fullName", "")
         except (OSError, ValueError):  # being written
             continue
         module, _, name = full.partition("#")
-        names.add(f"{module.rpartition('.')[2]}::{name}")
+        names[f"{module.rpartition('.')[2]}::{name}"] += 1
     return names
 
 

@@ -2,7 +2,11 @@
 with KUBECONFIG in the environment, as a user runs it) and passes on the reference LB (the ones
 that touch no node side by side, each on its own backends, as users run experiments); the chaos
 profile passes through ``lbconform run --allow-disruptive``; a disruptive experiment without
-``allow_disruptive`` touches no node."""
+``allow_disruptive`` touches no node.
+
+The standalone experiments go on while the chaos runs do (``chaos_runs``), through the cluster's
+gate as the runs' tests: a disruptive one has the cluster alone, those that touch no node share it
+once the runs' exclusive tests have ended."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +29,7 @@ from lbconform.kube import objects, tweaks
 from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import Json, RawApi
+from lbconform.pytest_plugin import cluster_share, share_lock_of
 from lbconform.termination import Ordering
 from lbconform_lab.cluster import Lab
 from lbconform_lab.provider import LabProvider
@@ -34,7 +40,7 @@ from tests.lab.helpers import (
     wait_for_healthy,
     wait_for_vip,
 )
-from tests.lab.runs import CHAOS_PROFILE, ConcurrentRuns, Result, outcome, selected_runs
+from tests.lab.runs import CHAOS_PROFILE, ConcurrentRuns, ExclusivesFirst, Result, outcome, selected_runs
 
 pytestmark = pytest.mark.lab
 
@@ -62,8 +68,11 @@ NODE_KILL_RATE = 20
 #: A whole standalone run: traffic, pauses, rollbacks (a node restart), Python start-up.
 EXPERIMENT_SECONDS = 240
 #: The experiments that touch no node run side by side, each against its own backends; the
-#: disruptive ones go one at a time after them.
+#: disruptive ones go one at a time before them.
 SIDE_BY_SIDE = ("backend-flap", "rolling-restart", "scale-to-zero")
+ORDER = (*sorted(set(EXPERIMENTS) - set(SIDE_BY_SIDE)), *SIDE_BY_SIDE)
+#: The chaos runs' exclusive tests and the disruptive experiments, one at a time, end within this.
+CHAOS_EXCLUSIVES_SECONDS = 900
 
 
 def node_kill_window() -> float:
@@ -144,32 +153,49 @@ def run_in_a_namespace(namespaces: TestNamespaces, name: str, tmp_path: Path) ->
         namespaces.release(namespace)
 
 
+def the_cluster(kube: RawApi, exclusive: bool) -> AbstractContextManager[object]:
+    """The lab's share, held as a suite test holds it (alone where ``exclusive``)."""
+    return cluster_share(share_lock_of(str(kube.api.configuration.host)), exclusive=exclusive)
+
+
+def run_beside_chaos(namespaces: TestNamespaces, exclusives: ExclusivesFirst, kube: RawApi,
+                     name: str, tmp_path: Path) -> dict[str, object]:
+    """``run_in_a_namespace`` once the chaos runs' exclusive tests have ended, sharing the cluster."""
+    exclusives.wait(CHAOS_EXCLUSIVES_SECONDS)
+    with the_cluster(kube, exclusive=False):
+        return run_in_a_namespace(namespaces, name, tmp_path)
+
+
 @pytest.fixture(scope="module")
-def gentle_runs(lab_session: LabSession, lab_namespaces: TestNamespaces, request: pytest.FixtureRequest,
+def gentle_runs(lab_session: LabSession, lab_namespaces: TestNamespaces, chaos_exclusives: ExclusivesFirst,
+                request: pytest.FixtureRequest,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConcurrentRuns[dict[str, object]]]:
     """The selected experiments that touch no node, all at once, each in a namespace of its own."""
-    lab_session.ensure_up()
-    start = partial(run_in_a_namespace, lab_namespaces)
+    kube = lab_session.ensure_up().api()
+    start = partial(run_beside_chaos, lab_namespaces, chaos_exclusives, kube)
     with selected_runs(request, tmp_path_factory, "test_experiment_runs_standalone_and_passes", "name", start,
                        len(SIDE_BY_SIDE), among=SIDE_BY_SIDE) as runs:
         yield runs
 
 
-@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
-def test_experiment_runs_standalone_and_passes(name: str, gentle_runs: ConcurrentRuns[dict[str, object]],
+@pytest.mark.parametrize("name", ORDER)
+def test_experiment_runs_standalone_and_passes(name: str, chaos_exclusives: ExclusivesFirst,
+                                               gentle_runs: ConcurrentRuns[dict[str, object]],
                                                lab_namespaces: TestNamespaces, kube: RawApi,
                                                tmp_path: Path) -> None:
+    cordoned: list[str] = []  # the experiments that touch no node leave none cordoned
     if name in SIDE_BY_SIDE:
         journal, tmp_path = gentle_runs.result(name)
-    else:  # alone, once the gentle ones have ended: a drained or killed node would fail their requests
-        gentle_runs.wait_all()
-        journal = run_in_a_namespace(lab_namespaces, name, tmp_path)
+    else:  # alone, between the chaos runs' exclusive tests: a drained or killed node fails requests
+        with the_cluster(kube, exclusive=True):
+            journal = run_in_a_namespace(lab_namespaces, name, tmp_path)
+            cordoned = [n["metadata"]["name"] for n in kube.get("/api/v1/nodes")["items"]
+                        if n["spec"].get("unschedulable")]
     after = journal["steady_states"]["after"]  # type: ignore[index]
     values = {p["activity"]["name"]: p["output"] for p in after["probes"]}  # type: ignore[index]
     assert journal["status"] == "completed" and not journal["deviated"], (values, journal["_output"])
     assert all(r["status"] == "succeeded" for r in journal["rollbacks"]), journal["rollbacks"]  # type: ignore[union-attr]
-    nodes = kube.get("/api/v1/nodes")["items"]
-    assert all(not n["spec"].get("unschedulable") for n in nodes), "a node was left cordoned"
+    assert not cordoned, f"{cordoned} left cordoned"
     if name == "node-kill":  # an LB that never drops the dead node fails here, whatever the count
         window = node_kill_window()
         run = Experiment(parse_journal(name, journal, 0, tmp_path / f"{name}.journal.json", tmp_path))
@@ -182,13 +208,17 @@ def test_experiment_runs_standalone_and_passes(name: str, gentle_runs: Concurren
             f"{VICTIM}'s node agent is not Ready after the rollback: {agent['status'].get('conditions')}")
 
 
-def test_disruptive_experiment_refused_without_the_switch(test_namespace: Applier, tmp_path: Path) -> None:
+def test_disruptive_experiment_refused_without_the_switch(test_namespace: Applier, kube: RawApi,
+                                                         tmp_path: Path) -> None:
     deploy_backend(test_namespace, tweaks.replicas(1))
     assert test_namespace.namespace
-    before = Lab().status().processes
-    journal = chaos_run("node-kill", test_namespace.namespace, tmp_path, node=VICTIM, allowed_nodes=VICTIM)
+    with the_cluster(kube, exclusive=True):  # no chaos run's node kill meanwhile
+        before = Lab().status().processes
+        journal = chaos_run("node-kill", test_namespace.namespace, tmp_path, node=VICTIM,
+                            allowed_nodes=VICTIM)
+        after = Lab().status().processes
     assert journal["status"] == "failed" and not journal["run"], journal["_output"]
-    assert Lab().status().processes == before and all(before.values()), before
+    assert after == before and all(before.values()), before
 
 
 def test_chaos_profile_passes_on_the_reference_lb(chaos_runs: ConcurrentRuns[Result]) -> None:

@@ -5,6 +5,7 @@ written for those implementations do, and a pool is read out of published object
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -113,10 +114,12 @@ def test_members_listed_in_one_object_keep_their_health() -> None:
 
 
 class _Api:
-    """The cluster's answers a declared provider reads (a Service, published objects)."""
+    """The cluster's answers a declared provider reads (a Service, published objects), from the
+    apiserver at ``host``."""
 
-    def __init__(self, answers: dict[str, Any]) -> None:
+    def __init__(self, answers: dict[str, Any], host: str = "https://198.51.100.1:6443") -> None:
         self.answers = answers
+        self.api = SimpleNamespace(configuration=SimpleNamespace(host=host))
 
     def get(self, path: str) -> Any:
         from lbconform.kube.rawapi import ApiError
@@ -141,6 +144,8 @@ def test_a_pool_not_published_yet_is_empty_and_an_unserved_resource_not_supporte
               "/api/v1/nodes": {"items": []}}
     example.inner.api = _Api(served)  # type: ignore[assignment]
     assert example.backend_pool(ServiceRef("ns", "web")) == []
-    example.inner.api = _Api({"/api/v1/nodes": {"items": []}})  # type: ignore[assignment]
+    del served["/apis/lab.lbconform.io/v1alpha1"]  # the next polls do not ask discovery again
+    assert example.backend_pool(ServiceRef("ns", "web")) == []
+    example.inner.api = _Api({"/api/v1/nodes": {"items": []}}, "https://198.51.100.2:6443")  # type: ignore[assignment]
     with pytest.raises(NotSupported, match=r"serves no backendpools of lab\.lbconform\.io/v1alpha1"):
         example.backend_pool(ServiceRef("ns", "web"))

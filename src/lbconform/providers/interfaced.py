@@ -36,8 +36,16 @@ def read_pool(api: RawApi, source: PoolSource, service: ServiceRef) -> list[Pool
     return source.pool(objects, service.namespace, service.name, node_ips)
 
 
+#: (apiserver, apiVersion, resource) found served: a resource a cluster serves stays served for a
+#: run, so the polls that wait for a pool to be published ask discovery once, not each time.
+_SERVED: set[tuple[str, str, str]] = set()
+
+
 def _served(api: RawApi, source: PoolSource) -> bool:
     """Whether the cluster serves ``source``'s resource (a 404 for one object is then only that)."""
+    key = (str(api.api.configuration.host), source.api_version, source.resource)
+    if key in _SERVED:
+        return True
     group = "api" if "/" not in source.api_version else "apis"
     try:
         resources = api.get(f"/{group}/{source.api_version}").get("resources", [])
@@ -45,7 +53,10 @@ def _served(api: RawApi, source: PoolSource) -> bool:
         if exc.status != 404:
             raise
         return False
-    return any(r.get("name") == source.resource for r in resources)
+    if any(r.get("name") == source.resource for r in resources):
+        _SERVED.add(key)
+        return True
+    return False
 
 
 def declared_workload(api: RawApi, ref: WorkloadRef) -> Workload:
