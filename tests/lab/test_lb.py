@@ -5,6 +5,9 @@ marked ``alone``: a restart of the LB, and the two that time it to the second.""
 
 from __future__ import annotations
 
+import http.client
+import random
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -18,6 +21,7 @@ from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import ApiError
 from lbconform.kube.workload import QUIET_KIND
+from lbconform.nsexec import in_netns, run_in_netns
 from lbconform.traffic.fleet import Fleet, KeepAlive
 from lbconform.wait import NotYet, poll_until
 from lbconform_lab import topology as topo
@@ -105,6 +109,60 @@ def test_port_change_moves_the_listener(test_namespace: Applier) -> None:
                description="the new port to serve")
     with pytest.raises(OSError):
         client_get(vip, 80, "/hostname", timeout=1)
+
+
+#: Client ports above the ephemeral range (32768-60999), so no other connection of the client uses
+#: them; drawn anew each time, so a run's ports are not in TIME_WAIT from the last one's.
+STALE_PORT_RANGE = range(61000, 65536)
+
+
+def _lb_conntrack(*args: str) -> str:
+    return subprocess.run(in_netns(topo.LB_NS, ["conntrack", *args]), capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _server_opened_entry(vip: str, port: int) -> None:
+    """The entry a server's packet leaves when the LB had forgotten its flow: from the VIP's port
+    80 to the client's ``port``, never answered."""
+    _lb_conntrack("-I", "-p", "tcp", "-s", vip, "-d", topo.CLIENT_IP, "--sport", "80", "--dport", str(port),
+                  "-r", topo.CLIENT_IP, "-q", vip, "--reply-port-src", str(port), "--reply-port-dst", "80",
+                  "--state", "ESTABLISHED", "--timeout", "120")
+
+
+def _get_from_port(vip: str, port: int) -> int:
+    def get() -> int:
+        conn = http.client.HTTPConnection(vip, 80, timeout=2, source_address=("", port))
+        try:
+            conn.request("GET", "/hostname")
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    return run_in_netns(topo.CLIENT_NS, get)
+
+
+def test_stale_flows_of_the_address_block_no_new_connection(test_namespace: Applier) -> None:
+    """A server's packet for a flow the LB forgot (a keepalive probe after the idle timeout, a FIN
+    after a release) leaves a conntrack entry that starts at the VIP. A new connection from that
+    flow's client port meets it in its reply direction, where conntrack takes its SYN for invalid:
+    the LB still routes it to a node, and it is served. And an address given to a new Service comes
+    without what its last holder left, in either direction."""
+    api, ns = test_namespace.api, test_namespace.namespace
+    assert ns
+    vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
+    ports = random.sample(STALE_PORT_RANGE, 3)
+    for port in ports[:2]:
+        _server_opened_entry(vip, port)
+        assert _get_from_port(vip, port) == 200, f"a connection from port {port} over a stale entry"
+
+    path = f"/api/v1/namespaces/{ns}/services/backend"
+    api.delete(path)
+    wait_until_gone(api, path, "the Service to be released")
+    _server_opened_entry(vip, ports[2])
+    test_namespace.create(load_one("backend-service", tweaks.load_balancer_ip(vip)))
+    assert wait_for_vip(api, ns) == vip
+    poll_until(lambda: not _lb_conntrack("-L", "--orig-src", vip, "-p", "tcp").strip(), timeout=10,
+               description=f"the LB to forget the flows {vip}'s last Service left")
 
 
 def test_allocate_node_ports_false(test_namespace: Applier) -> None:

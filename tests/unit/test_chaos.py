@@ -461,3 +461,54 @@ def test_node_agents_are_not_supported_where_the_provider_names_none() -> None:
     with pytest.raises(NotSupported, match="extension point: node_agents"):
         GenericProvider().restart_node_agents()
     assert "speaker DaemonSet" in MetalLBProvider().node_agents()
+
+
+def test_an_activity_acts_through_the_runs_provider_with_its_declaration_and_mode(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An experiment started by a run through the generic provider and MetalLB's declaration
+    restarts the speakers the declaration names; without the declaration it could restart
+    nothing. The run's mode and options reach the activity's provider too."""
+    from lbconform.chaos.context import provider
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    declaration = Path(__file__).resolve().parents[2] / "docs" / "declarations" / "metallb.yaml"
+    with pytest.raises(NotSupported, match="extension point: node_agents"):
+        provider({"lbconform_provider": "generic"}).node_agents()
+    declared = provider({"lbconform_provider": "generic", "lbconform_declaration": str(declaration),
+                         "lbconform_provider_options": {}, "lbconform_provider_mode": ""})
+    assert "speaker DaemonSet" in declared.node_agents()
+    lab = provider({"lbconform_provider": "lab", "lbconform_provider_mode": "pod",
+                    "lbconform_provider_options": {"idleTimeout": "30"}})
+    assert (lab.mode, dict(lab.options)) == ("pod", {"idleTimeout": "30"})
+    with pytest.raises(ActivityFailed, match="--mode 'sideways'"):
+        provider({"lbconform_provider": "lab", "lbconform_provider_mode": "sideways"})
+
+
+def test_an_experiment_whose_action_failed_is_not_completed(tmp_path: Path) -> None:
+    """chaostoolkit completes an experiment whose restart action failed, and its hypothesis holds
+    since nothing happened: the run is not taken for completed."""
+    from lbconform.chaos.runner import parse_journal
+
+    def journal(status: str) -> dict[str, Any]:
+        return {"status": "completed", "deviated": False, "steady_states": {}, "rollbacks": [],
+                "run": [{"activity": {"name": "restart-load-balancer"}, "status": status, "output": None}]}
+
+    ok = parse_journal("lb-restart", journal("succeeded"), 0, tmp_path / "j.json", tmp_path / "log")
+    failed = parse_journal("lb-restart", journal("failed"), 0, tmp_path / "j.json", tmp_path / "log")
+    assert ok.completed and not failed.completed
+    assert failed.failed_activities == ["restart-load-balancer"]
+
+
+def test_failures_are_excused_only_when_under_way_as_the_address_moved() -> None:
+    """A failure whose request started at most ``in_flight`` seconds before the client first saw the
+    address moved is the move's; one earlier, or with no move after it, is not. The first answer
+    is no move."""
+    from lbconform.chaos.traffic.recording import failures_away_from_moves
+
+    doc = {"backend_changes": [[100.0, "a"], [110.0, "b"], [111.0, "a"]],
+           "failures": [{"at": 99.5, "kind": "reset"}, {"at": 109.2, "kind": "timeout"},
+                        {"at": 110.6, "kind": "reset"}, {"at": 108.5, "kind": "timeout"},
+                        {"at": 111.5, "kind": "reset"}]}
+    away = failures_away_from_moves(doc, in_flight=1.1)
+    assert [f["at"] for f in away] == [99.5, 108.5, 111.5]
+    assert failures_away_from_moves({"failures": doc["failures"][:1]}, 1.1) == doc["failures"][:1]

@@ -39,6 +39,22 @@ def test_drop_udp_on_mixed_leaves_the_udp_port_without_backends() -> None:
     assert "ip daddr 198.18.0.1 udp dport 80 drop" in nft.render([p], set())
 
 
+def test_a_syn_conntrack_refuses_is_routed_by_the_same_hash_in_node_mode() -> None:
+    """A TCP SYN that meets a stale entry in its reply direction has no entry to carry a mark: it is
+    marked by the hash that marks a new flow, before that rule; UDP has no such packet."""
+    svc = service()
+    backends = list(plan.pool(svc, [], NODES, Params(), frozenset()).values())
+    lines = [line.strip() for line in nft.render([plan.plan(svc, 1, "198.18.0.1", Params(), backends,
+                                                            frozenset())], set()).splitlines()]
+    invalid = [i for i, line in enumerate(lines) if "ct state invalid" in line]
+    assert len(invalid) == 1
+    line = lines[invalid[0]]
+    assert line.startswith("ip daddr 198.18.0.1 tcp dport 80 tcp flags & (syn | ack) == syn")
+    pick = "jhash ip saddr . tcp sport mod 2 seed 0x9e3779b1 map { 0 : 0x101, 1 : 0x102 }"
+    assert line.endswith(f"meta mark set {pick}")
+    assert lines[invalid[0] + 1] == f"ip daddr 198.18.0.1 tcp dport 80 ct mark 0 ct mark set {pick}"
+
+
 def test_the_lb_serves_its_class_and_no_other() -> None:
     assert wants_lb(service())
     assert wants_lb(service(loadBalancerClass=LB_CLASS))

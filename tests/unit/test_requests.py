@@ -104,3 +104,34 @@ def test_a_fresh_socket_never_gets_a_held_port() -> None:
         assert unbound.getsockname()[1] == 0
     with pytest.raises(OSError, match="no fresh source port"):
         fresh_socket(socket.AF_INET, _HoldsFirstOffers(PORT_TRIES))
+
+
+def test_changes_of_the_answering_backend_are_listed_when_first_seen() -> None:
+    """An address that moves shows as a change of the backend that answers: each change is listed
+    with the start of the first request the new backend answered."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    names = iter(["a"] * 5 + ["b"] * 5 + ["a"] * 5)
+
+    class Moving(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = next(names, "a").encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Moving)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        result = RequestLoop("127.0.0.1", httpd.server_address[1]).run(rate=20, seconds=0.75)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert result.outcomes == {OK: 15}
+    assert [b for _, b in result.changes] == ["a", "b", "a"]
+    starts = [at for at, _ in result.changes]
+    assert starts == sorted(starts) and 0.2 <= starts[1] - starts[0] <= 0.35

@@ -11,6 +11,8 @@ Configuration keys the experiments share (``chaos run --var KEY=VALUE`` override
 
 - ``lbconform_provider``: the provider that kills nodes and restarts kube-proxy (``lab``).
 - ``lbconform_provider_options``: its ``--provider-option`` values, ``NAME=VALUE,NAME=VALUE``.
+- ``lbconform_provider_mode``: its ``--mode``, if the run has one.
+- ``lbconform_declaration``: the path of the run's ``--declaration`` file, if any.
 - ``allow_disruptive``: false unless the user allows node-touching experiments.
 - ``allowed_nodes``: the nodes the experiment may touch, comma-separated.
 

@@ -58,7 +58,13 @@ def kube_api() -> RawApi:
 
 
 def provider(configuration: Configuration) -> Provider:
-    """The configured provider, configured with the cluster's API where a kubeconfig exists."""
+    """The configured provider, as the run that started the experiment has it: in its mode
+    (``lbconform_provider_mode``), with its declaration file over its claims
+    (``lbconform_declaration``), and configured with its options and the cluster's API where a
+    kubeconfig exists. An experiment restarting MetalLB's speakers through the generic provider
+    and MetalLB's declaration finds the speakers where the declaration names them."""
+    from lbconform.declared_provider import apply_declaration
+
     config = configuration or {}
     options: dict[str, str] = {}
     raw = config.get("lbconform_provider_options") or {}
@@ -67,6 +73,10 @@ def provider(configuration: Configuration) -> Provider:
         options[str(name)] = str(value)
     try:
         found = providers.load(provider_name(config))
+        if config.get("lbconform_provider_mode"):
+            found.set_mode(str(config["lbconform_provider_mode"]))
+        if config.get("lbconform_declaration"):
+            found = apply_declaration(found, str(config["lbconform_declaration"]))
         api = RawApi(api_client(kubeconfig_path())) if kubeconfig_path().is_file() else None
         found.configure(api, options)
     except LbconformError as exc:

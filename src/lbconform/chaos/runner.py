@@ -57,7 +57,10 @@ class ExperimentRun:
 
     @property
     def completed(self) -> bool:
-        return self.status == "completed" and not self.deviated
+        """The experiment ran to its end, its hypothesis held, and each of its activities did what
+        it should: chaostoolkit completes an experiment whose action failed (a restart that never
+        happened), and a hypothesis that held without the disruption proves nothing."""
+        return self.status == "completed" and not self.deviated and not self.failed_activities
 
 
 def experiment_path(name: str) -> Path:

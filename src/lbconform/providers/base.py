@@ -84,8 +84,9 @@ class Declared:
     moves a Service's address to another node and back while they roll (MetalLB in layer 2: a
     speaker that stops leaves memberlist, another node announces, and the restarted one takes the
     address back when it joins again). A connection that sends while its address is on a node
-    that never saw it is reset there, so the suites do not expect established connections to
-    live through that restart; new connections and the address are still held to it.
+    that never saw it is reset there, so the suites do not expect the connections under way while
+    it moves (established ones, and a new one whose handshake spans a move) to live through that
+    restart; every other new connection and the address are still held to it.
     """
 
     health_check_interval: float

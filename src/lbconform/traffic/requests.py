@@ -33,6 +33,9 @@ NEW_CONNECTION, KEEP_ALIVE = "new-connection", "keep-alive"
 STALE_SYN_SECONDS = 120.0
 #: Fresh source ports tried before a connection gives up on finding one.
 PORT_TRIES = 16
+#: Changes of the answering backend a result lists (behind a Cluster Service every request may
+#: change it; the list is for addresses that move).
+MAX_CHANGES = 1000
 
 #: How a request ended, and how it is told apart.
 Check = Callable[[int, str], bool]
@@ -53,6 +56,10 @@ class LoopResult:
     failures: list[Failure] = field(default_factory=list)
     backends: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
+    #: When the answering backend changed: (start of the first request the new one answered, its
+    #: name), the first MAX_CHANGES of them. Behind an address that one node holds (policy Local),
+    #: each change is the address moving as the client saw it.
+    changes: list[tuple[float, str]] = field(default_factory=list)
     started: float = 0.0
     ended: float = 0.0
 
@@ -168,6 +175,8 @@ class RequestLoop:
         #: Source ports of attempts that went unanswered, not used again while held.
         self.unanswered = UnansweredPorts()
         self._idle: list[_Conn] = []
+        #: The backend that answered the last request that succeeded ("" before any did).
+        self._answered_by = ""
         self._stop: asyncio.Event | None = None
         self._thread: LoopThread | None = None
         self._done: Future[None] | None = None
@@ -282,7 +291,11 @@ class RequestLoop:
             self._record(WRONG, at, f"{status}: {body[:80]}")
             return
         self.result.latencies.append(time.monotonic() - started)
-        self.result.backends[body.strip()] += 1
+        backend = body.strip()
+        if backend != self._answered_by and len(self.result.changes) < MAX_CHANGES:
+            self.result.changes.append((at, backend))
+        self._answered_by = backend
+        self.result.backends[backend] += 1
         self._record(OK, at, "")
 
     async def _connection(self, opened: list[socket.socket]) -> _Conn:

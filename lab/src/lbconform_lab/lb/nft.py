@@ -75,6 +75,13 @@ def render(plans: list[ServicePlan], timeouts: set[tuple[int, str]]) -> str:
                 if r.marks:
                     marks = _map(hex(m) for m in r.marks)
                     pick = _hash(p, r.protocol, len(r.marks))
+                    if r.protocol == "TCP":
+                        # A SYN that meets, in its reply direction, the entry a server's stray
+                        # packet left is invalid to conntrack and has no entry to carry a mark:
+                        # the same hash routes it, as it routes a new flow's first packet (the
+                        # handshake's next packets then find and mark that entry).
+                        mangle.append(f"{l4} tcp flags & (syn | ack) == syn ct state invalid "
+                                      f"meta mark set {pick} map {marks}")
                     # Not only new flows: after the idle timeout a flow's first packet may come
                     # from the server (a keepalive probe), leaving an entry whose client side is
                     # the reply direction; the client's packets must still find their node.

@@ -38,6 +38,7 @@ def summarize(result: LoopResult, meta: dict[str, Any], timeline: Timeline | Non
         "resets": result.outcomes[RESET],
         "outcomes": result.failure_kinds(),
         "backends": dict(result.backends),
+        "backend_changes": [[at, backend] for at, backend in result.changes],
         "failures": [{"at": f.at, "kind": f.kind, "detail": f.detail}
                      for f in result.failures[:MAX_LISTED_FAILURES]],
         "error": "",

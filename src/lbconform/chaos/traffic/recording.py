@@ -121,3 +121,13 @@ def failures(doc: dict[str, Any], kinds: set[str] | None, since: float | None) -
         return sum(n for k, n in outcomes.items() if kinds is None or k in kinds)
     return sum(1 for f in doc.get("failures", [])
                if (kinds is None or f["kind"] in kinds) and f["at"] >= since)
+
+
+def failures_away_from_moves(doc: dict[str, Any], in_flight: float) -> list[dict[str, Any]]:
+    """The failures of a result that no move of the address explains: a failure is explained when
+    its request started at most ``in_flight`` seconds before the answering backend changed (the
+    start of the first request the next backend answered), so it may have been under way when
+    the address moved. The first answer of all is no move."""
+    moves = [float(at) for at, _ in doc.get("backend_changes", [])[1:]]
+    return [f for f in doc.get("failures", [])
+            if not any(move - in_flight <= f["at"] <= move for move in moves)]
