@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # chromium renders the HTML report in tests/unit/test_html_report.py (headless, no Playwright).
-DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps chromium
+# gcc, libc6-dev and libseccomp-dev build the nodes' runc (cgo) and pause (gcc -static) with
+# `lbconform lab build --with nodes`, which checks for them too.
+DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps chromium gcc libc6-dev libseccomp-dev
 STAMP  := $(VENV)/.installed
 # Shared with src/lbconform_lab/build.py: built binaries and the Allure CLI live outside the repo.
 LBCONFORM_CACHE ?= $(HOME)/.cache/lbconform

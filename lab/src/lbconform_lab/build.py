@@ -10,6 +10,10 @@ The project's own Go commands (``lab-kubelet``, the node's kubelet API) ship as 
 package and are built inside that same Kubernetes build module, so they link exactly the
 pinned k8s.io modules; their stamp records their source's digest, so a changed source is
 never served by a stale binary.
+
+The node components (``--with nodes``: kubelet, containerd, runc, the CNI plugins, crictl and the
+pause program) are built the same way; the kubelet in the Kubernetes build module, runc with cgo
+and pause with gcc, whose Debian packages are checked before anything builds.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -38,6 +42,8 @@ _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s
 _GO_LINE = re.compile(r"^go\s+(\S+)\s*$", re.M)
 _GODEBUG_LINE = re.compile(r"^godebug\s+.*$", re.M)
 _GO_VERSION = re.compile(r"go(\d+)\.(\d+)")
+#: How Kubernetes' build/pause/Makefile compiles pause.c (its ``-DVERSION`` is set per build).
+_CFLAGS: Final = ("-Os", "-Wall", "-Werror", "-static")
 
 
 
@@ -51,7 +57,13 @@ class Artifact:
     their path inside the module: copied from the module download with the binaries, so that a
     built artifact never needs Go or the module cache again. ``stamps`` are the ``-X`` variables
     upstream's own build sets so that the binary knows its version, each a template of
-    ``{version}`` and ``{commit}``.
+    ``{version}``, ``{number}`` (the version without its ``v``) and ``{commit}``.
+
+    An artifact with a ``build_in`` but no ``source`` is an upstream command of that artifact's
+    module (the kubelet of the Kubernetes module). ``cgo`` and ``tags`` are the build settings
+    upstream's own build uses (cgo stays off unless a command needs C). ``c_programs`` are C
+    programs of the module download, by name with their path inside it, compiled ``gcc -static``.
+    ``debs`` are the Debian packages a cgo or C build needs: checked before anything builds.
     """
 
     key: str
@@ -62,6 +74,15 @@ class Artifact:
     build_in: Artifact | None = None
     files: Mapping[str, str] = field(default_factory=dict)
     stamps: Mapping[str, str] = field(default_factory=dict)
+    cgo: bool = False
+    tags: tuple[str, ...] = ()
+    c_programs: Mapping[str, str] = field(default_factory=dict)
+    debs: tuple[str, ...] = ()
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The names of everything the artifact keeps in its binary dir."""
+        return (*self.commands, *self.c_programs, *self.files)
 
     def bin_dir(self, root: Path) -> Path:
         return root / "bin" / self.key
@@ -82,8 +103,7 @@ class Artifact:
 
     def is_built(self, root: Path) -> bool:
         stamp = self.bin_dir(root) / ".complete"
-        wanted = [*self.commands, *self.files]
-        if not (stamp.is_file() and all((self.bin_dir(root) / n).is_file() for n in wanted)):
+        if not (stamp.is_file() and all((self.bin_dir(root) / n).is_file() for n in self.outputs)):
             return False
         if self.source is None:
             return True
@@ -156,9 +176,64 @@ KUBE_VIP_CLOUD_PROVIDER = Artifact(
     files={KUBE_VIP_CLOUD_PROVIDER_MANIFEST: "manifest/kube-vip-cloud-controller.yaml"},
     stamps={"k8s.io/component-base/version.gitVersion": "{version}"},
 )
+#: The node's kubelet, from the same Kubernetes build module and pin as the control plane (so it
+#: links exactly the k8s.io modules they link), and the pause program of the same download, the
+#: sandbox's one process.
+KUBELET = Artifact(
+    key=f"kubelet-{versions.KUBERNETES_VERSION}",
+    module=KUBERNETES.module,
+    version=versions.KUBERNETES_VERSION,
+    commands=versions.KUBELET_COMMANDS,
+    build_in=KUBERNETES,
+    c_programs={"pause": versions.PAUSE_SOURCE},
+    debs=("gcc", "libc6-dev"),
+)
+#: containerd, static as its releases are, without the snapshotters that need C libraries; stamped
+#: as its Makefile stamps it, so that ``containerd --version`` names its release.
+CONTAINERD = Artifact(
+    key=f"containerd-{versions.CONTAINERD_VERSION}",
+    module="github.com/containerd/containerd/v2",
+    version=versions.CONTAINERD_VERSION,
+    commands=versions.CONTAINERD_COMMANDS,
+    tags=("no_btrfs", "no_devmapper", "no_zfs"),
+    stamps={"github.com/containerd/containerd/v2/version.Version": "{version}",
+            "github.com/containerd/containerd/v2/version.Revision": "{commit}",
+            "github.com/containerd/containerd/v2/version.Package": "github.com/containerd/containerd/v2"},
+)
+#: runc needs cgo (its nsenter is C) and libseccomp for seccomp profiles, as its Makefile builds
+#: it; its version is the VERSION file it embeds, its Makefile stamps only the commit.
+RUNC = Artifact(
+    key=f"runc-{versions.RUNC_VERSION}",
+    module="github.com/opencontainers/runc",
+    version=versions.RUNC_VERSION,
+    commands=versions.RUNC_COMMANDS,
+    cgo=True,
+    tags=("seccomp",),
+    stamps={"main.gitCommit": "{commit}"},
+    debs=("gcc", "libc6-dev", "libseccomp-dev"),
+)
+#: The CNI plugins, stamped as their release workflow stamps them (``CNI ptp plugin v1.10.0``).
+CNI_PLUGINS = Artifact(
+    key=f"cni-plugins-{versions.CNI_PLUGINS_VERSION}",
+    module="github.com/containernetworking/plugins",
+    version=versions.CNI_PLUGINS_VERSION,
+    commands=versions.CNI_PLUGINS_COMMANDS,
+    stamps={"github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion": "{version}"},
+)
+#: crictl, stamped as its Makefile stamps it (the version without its ``v``).
+CRICTL = Artifact(
+    key=f"cri-tools-{versions.CRICTL_VERSION}",
+    module="sigs.k8s.io/cri-tools",
+    version=versions.CRICTL_VERSION,
+    commands=versions.CRICTL_COMMANDS,
+    stamps={"sigs.k8s.io/cri-tools/pkg/version.Version": "{number}"},
+)
 #: Built only when asked (``lbconform lab build --with NAME``): the lab runs without them.
-OPTIONAL: Mapping[str, tuple[Artifact, ...]] = {"metallb": (METALLB,),
-                                                 "kube-vip": (KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER)}
+OPTIONAL: Mapping[str, tuple[Artifact, ...]] = {
+    "metallb": (METALLB,),
+    "kube-vip": (KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER),
+    "nodes": (KUBELET, CONTAINERD, RUNC, CNI_PLUGINS, CRICTL),
+}
 
 
 def artifacts(with_: Sequence[str] = ()) -> tuple[Artifact, ...]:
@@ -175,7 +250,7 @@ def _built_path(name: str, root: Path | None) -> Path:
     root = root or cache_root()
     for option, arts in [("", ARTIFACTS), *OPTIONAL.items()]:
         for art in arts:
-            if name in art.commands or name in art.files:
+            if name in art.outputs:
                 if not art.is_built(root):
                     with_ = f" --with {option}" if option else ""
                     raise BuildError(f"{name} is not built yet: run 'lbconform lab build{with_}'")
@@ -201,6 +276,30 @@ def optional_built(name: str, root: Path | None = None) -> bool:
 def binaries_built(root: Path | None = None) -> bool:
     root = root or cache_root()
     return all(a.is_built(root) for a in ARTIFACTS)
+
+
+def deb_installed(package: str) -> bool:
+    """Whether a Debian package is installed; True where there is no dpkg (not Debian: the build's
+    own error will tell what is missing)."""
+    dpkg_query = shutil.which("dpkg-query")
+    if dpkg_query is None:
+        return True
+    out = subprocess.run([dpkg_query, "-W", "-f=${Status}", package],
+                         capture_output=True, text=True, check=False)
+    return out.returncode == 0 and out.stdout.strip().endswith(" installed")
+
+
+def check_debs(arts: Iterable[Artifact], installed: Callable[[str], bool] | None = None) -> None:
+    """Raise, in one line naming the ``apt-get install`` to run, when a Debian package that the
+    cgo or C build of one of ``arts`` needs is missing (``installed`` asks dpkg unless told)."""
+    installed = installed or deb_installed
+    arts = list(arts)
+    wanted = dict.fromkeys(d for a in arts for d in a.debs)
+    missing = [d for d in wanted if not installed(d)]
+    if missing:
+        needing = ", ".join(a.key for a in arts if set(a.debs) & set(missing))
+        raise BuildError(f"building {needing} needs Debian packages that are not installed: "
+                         f"run 'apt-get install -y {' '.join(missing)}'")
 
 
 def find_go() -> tuple[str, tuple[int, int]]:
@@ -272,8 +371,8 @@ def version_ldflags(version: str, commit: str, build_date: str) -> str:
 
 def stamp_ldflags(art: Artifact, commit: str) -> str:
     """The ``-X`` flags of an artifact's ``stamps``, filled in with its version and commit."""
-    return " ".join(f"-X {var}={template.format(version=art.version, commit=commit)}"
-                    for var, template in art.stamps.items())
+    values = {"version": art.version, "number": art.version.removeprefix("v"), "commit": commit}
+    return " ".join(f"-X {var}={template.format(**values)}" for var, template in art.stamps.items())
 
 
 def go_default_binary_name(package: str) -> str:
@@ -300,18 +399,20 @@ class Builder:
             self.progress(f"binaries already built in {self.root / 'bin'}")
             return [a.bin_dir(self.root) for a in wanted]
         go, _ = find_go()
+        check_debs(missing)
         for art in missing:
             self._build(go, art)
         return [a.bin_dir(self.root) for a in wanted]
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, cgo: bool = False) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod -buildvcs=false")
+        env.update(CGO_ENABLED="1" if cgo else "0", GOTOOLCHAIN="local",
+                   GOFLAGS="-mod=mod -buildvcs=false")
         return env
 
-    def _go(self, go: str, args: list[str], cwd: Path, what: str) -> str:
+    def _go(self, go: str, args: list[str], cwd: Path, what: str, cgo: bool = False) -> str:
         proc = subprocess.Popen(
-            [go, *args], cwd=cwd, env=self._env(), stdout=subprocess.PIPE,
+            [go, *args], cwd=cwd, env=self._env(cgo), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True,
         )
         assert proc.stdout is not None
@@ -381,14 +482,30 @@ class Builder:
         return target
 
     def _build(self, go: str, art: Artifact) -> None:
-        if art.build_in is not None:
+        if art.source is not None:
+            assert art.build_in is not None
             self._build_own(go, art, art.build_in)
             return
-        commit, date, srcdir = self._prepare_module(go, art)
-        flags = ["-s -w", version_ldflags(art.version, commit, date) if art is KUBERNETES else "",
+        if art.build_in is not None:
+            commit, date, srcdir = self._host_module(go, art.build_in)
+        else:
+            commit, date, srcdir = self._prepare_module(go, art)
+        kubernetes = (art.build_in or art) is KUBERNETES
+        flags = ["-s -w", version_ldflags(art.version, commit, date) if kubernetes else "",
                  stamp_ldflags(art, commit)]
         ldflags = " ".join(f for f in flags if f)
         self._compile(go, art, ldflags, {"version": art.version, "commit": commit}, srcdir)
+
+    def _host_module(self, go: str, host: Artifact) -> tuple[str, str, Path]:
+        """The host artifact's build module, written if it is not there yet; its upstream commit,
+        release time and download directory. An upstream command built there needs no tidy: its
+        packages are the required module's own, and ``-mod=mod`` lets ``go build`` note what else
+        it imports at the versions the module graph already selects."""
+        moddir = host.module_dir(self.root)
+        if not (moddir / "go.mod").is_file():
+            return self._prepare_module(go, host)
+        _, commit, date, srcdir = self._upstream(go, host, moddir)
+        return commit, date, srcdir
 
     def _build_own(self, go: str, art: Artifact, host: Artifact) -> None:
         if not (art.module_dir(self.root) / "go.mod").is_file():
@@ -406,12 +523,14 @@ class Builder:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         self.progress(f"{art.key}: compiling {', '.join(art.commands)} (this takes a while the first time)")
+        tags = ["-tags", ",".join(art.tags)] if art.tags else []
         self._go(
             go,
-            ["build", "-v", "-trimpath", "-ldflags", ldflags.strip(), "-o", str(staging) + "/",
+            ["build", "-v", "-trimpath", *tags, "-ldflags", ldflags.strip(), "-o", str(staging) + "/",
              *art.commands.values()],
             moddir,
             f"{art.key}: go build",
+            cgo=art.cgo,
         )
         for name, pkg in art.commands.items():
             built = staging / go_default_binary_name(pkg)
@@ -423,8 +542,23 @@ class Builder:
             if srcdir is None or not (srcdir / inside).is_file():
                 raise BuildError(f"{art.key}: {art.module}@{art.version} has no {inside}")
             shutil.copyfile(srcdir / inside, staging / name)
+        for name, inside in art.c_programs.items():
+            if srcdir is None or not (srcdir / inside).is_file():
+                raise BuildError(f"{art.key}: {art.module}@{art.version} has no {inside}")
+            self._cc(art, name, srcdir / inside, staging / name)
         (staging / ".complete").write_text(json.dumps(stamp))
         final = art.bin_dir(self.root)
         shutil.rmtree(final, ignore_errors=True)
         staging.rename(final)
         self.progress(f"{art.key}: built into {final}")
+
+    def _cc(self, art: Artifact, name: str, source: Path, output: Path) -> None:
+        """Compile one of an artifact's ``c_programs`` as upstream's Makefile does, static."""
+        self.progress(f"{art.key}: compiling {name} (gcc -static)")
+        out = subprocess.run(
+            ["gcc", *_CFLAGS, f"-DVERSION={art.version}", "-o", str(output), str(source)],
+            capture_output=True, text=True, check=False,
+        )
+        if out.returncode != 0:
+            detail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-8:])
+            raise BuildError(f"{art.key}: gcc failed for {name}: {detail}")

@@ -133,8 +133,9 @@ class LabCommands:
         lab_build = lab.add_parser("build", help="build the lab's binaries (cached)")
         lab_build.add_argument("--with", dest="with_", action="append", metavar="NAME",
                                choices=sorted(build.OPTIONAL),
-                               help="also build a load balancer the lab can host: "
-                               + ", ".join(sorted(build.OPTIONAL)) + " (repeatable)")
+                               help="also build what the lab runs only when asked: a load balancer "
+                               "it can host (kube-vip, metallb) or the real nodes' kubelet, containerd, "
+                               "runc, CNI plugins and crictl (nodes); repeatable")
         lab_build.set_defaults(func=cmd_lab_build)
         up = lab.add_parser("up", help="boot the lab")
         up.add_argument("--nodes", type=int, default=3)

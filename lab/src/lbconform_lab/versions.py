@@ -25,6 +25,27 @@ METALLB_VERSION: Final = "v0.15.2"
 KUBE_VIP_VERSION: Final = "v1.2.2"
 KUBE_VIP_CLOUD_PROVIDER_VERSION: Final = "v0.0.12"
 
+# The node components (``lbconform lab build --with nodes``): a kubelet with containerd, runc and
+# the CNI plugins per node. The kubelet and the pause program come from KUBERNETES_VERSION's
+# module. Each pin is the newest patch the proxy serves of the line named.
+
+#: containerd: Kubernetes 1.36 is supported with containerd 2.2 and later (1.35 was the last
+#: release for containerd 1.x). v2.2.9 is the newest 2.2 patch served; 2.3 and 2.4 are served too
+#: but were not tried with this kubelet.
+CONTAINERD_VERSION: Final = "v2.2.9"
+
+#: runc: containerd v2.2.9 is tested with runc v1.3.6 (its script/setup/runc-version); v1.3.7 is
+#: the newest 1.3 patch served. Its version comes from the VERSION file it embeds.
+RUNC_VERSION: Final = "v1.3.7"
+
+#: The CNI plugins (ptp, bridge, host-local, loopback, portmap): v1.10.0 is the newest served. Its
+#: go.mod asks for Go 1.26.8, more than MINIMUM_GO.
+CNI_PLUGINS_VERSION: Final = "v1.10.0"
+
+#: crictl, the CRI client for looking into a node's containerd: v1.37.0 is the newest served
+#: (v1.35.0 is refused, no v1.36 is listed); it speaks CRI v1, as the kubelet does.
+CRICTL_VERSION: Final = "v1.37.0"
+
 #: The Go release the pinned Kubernetes module asks for (its go.mod's ``go`` line).
 MINIMUM_GO: Final = (1, 26)
 
@@ -53,3 +74,29 @@ METALLB_COMMANDS: Final = {
 KUBE_VIP_COMMANDS: Final = {"kube-vip": "github.com/kube-vip/kube-vip"}
 KUBE_VIP_CLOUD_PROVIDER_COMMANDS: Final = {
     "kube-vip-cloud-provider": "github.com/kube-vip/kube-vip-cloud-provider"}
+
+#: The node's kubelet, built in the Kubernetes build module beside the other Kubernetes commands;
+#: the pause program is C, compiled from the same module's download.
+KUBELET_COMMANDS: Final = {"kubelet": "k8s.io/kubernetes/cmd/kubelet"}
+PAUSE_SOURCE: Final = "build/pause/linux/pause.c"
+
+#: containerd's daemon, its client and the runc shim, by binary name.
+CONTAINERD_COMMANDS: Final = {
+    "containerd": "github.com/containerd/containerd/v2/cmd/containerd",
+    "ctr": "github.com/containerd/containerd/v2/cmd/ctr",
+    "containerd-shim-runc-v2": "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+}
+
+#: runc's module root is its main package.
+RUNC_COMMANDS: Final = {"runc": "github.com/opencontainers/runc"}
+
+#: The CNI plugins a node's network needs, by binary name (the names containerd looks for).
+CNI_PLUGINS_COMMANDS: Final = {
+    "ptp": "github.com/containernetworking/plugins/plugins/main/ptp",
+    "bridge": "github.com/containernetworking/plugins/plugins/main/bridge",
+    "loopback": "github.com/containernetworking/plugins/plugins/main/loopback",
+    "host-local": "github.com/containernetworking/plugins/plugins/ipam/host-local",
+    "portmap": "github.com/containernetworking/plugins/plugins/meta/portmap",
+}
+
+CRICTL_COMMANDS: Final = {"crictl": "sigs.k8s.io/cri-tools/cmd/crictl"}
