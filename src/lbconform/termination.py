@@ -21,7 +21,7 @@ from lbconform.kube import tweaks
 from lbconform.kube.manifests import Tweak
 from lbconform.kube.workload import Workload
 from lbconform.lb import LoadBalancer
-from lbconform.providers.base import Declared, NotSupported, Provider
+from lbconform.providers.base import ENTRY_ONE_NODE, Declared, NotSupported, Provider
 from lbconform.traffic.timeline import Timeline
 from lbconform.wait import LbWaitTimeout, poll_until
 
@@ -50,8 +50,13 @@ class Ordering:
     @classmethod
     def for_rollout(cls, provider: Provider, policy: str) -> Ordering:
         """The correct ordering for pods replaced under load behind a Service of this policy, or
-        NotSupported where the provider declares that moving a Local Service's address leaves it
-        with no node to go to (``Declared.local_move_gap``): no ordering makes that hitless."""
+        NotSupported where a Local Service's address lives on one announcing node at a time
+        (``Declared.entry`` ENTRY_ONE_NODE). When that node's last local endpoint stops serving,
+        the address moves: the connections under way through the old node at that instant reach
+        a node with no state for them and are reset (seen with MetalLB in layer 2, about one
+        request in three hundred at 20 new connections a second), and where the provider declares
+        a ``local_move_gap`` the address has no node at all for that long. No ordering makes
+        either hitless."""
         declared = provider.declared_for(policy)
         if declared.local_move_gap:
             raise NotSupported(
@@ -59,6 +64,12 @@ class Ordering:
                 f"address loses its last serving endpoint, the address has no node for up to "
                 f"{declared.local_move_gap:g} s ({declared.notes.get('local_move', 'local_move_gap')}): "
                 "it does not claim hitless pod replacement under policy Local")
+        if policy == "Local" and declared.entry == ENTRY_ONE_NODE:
+            raise NotSupported(
+                f"the {provider.name} provider declares that one announcing node takes all of a "
+                "Service's traffic: under policy Local the address moves when that node's last serving "
+                "endpoint goes, and a connection under way through it at that instant reaches a node "
+                "with no state for it and is reset; it does not claim hitless pod replacement there")
         return cls.correct(declared)
 
     def at_least(self, p: int) -> Ordering:

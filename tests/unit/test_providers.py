@@ -309,7 +309,7 @@ def test_kube_vip_declares_its_lease_failover_and_the_cloud_providers_finalizer(
     assert {Feature.HEALTH_CHECK_TRANSITIONS, Feature.IDLE_TIMEOUT}.isdisjoint(provider.features())
 
 
-def test_kube_vip_does_not_claim_hitless_rollouts_behind_a_local_service() -> None:
+def test_announcing_implementations_do_not_claim_hitless_rollouts_behind_a_local_service() -> None:
     from lbconform.providers.base import NotSupported
     from lbconform.termination import Ordering
 
@@ -320,9 +320,13 @@ def test_kube_vip_does_not_claim_hitless_rollouts_behind_a_local_service() -> No
     with pytest.raises(NotSupported, match=r"no node for up to 7.4 s \(the holder releases the Lease"):
         Ordering.for_rollout(provider, "Local")
     assert Ordering.for_rollout(provider, "Cluster") == Ordering.correct(provider.declared_for("Cluster"))
-    for name in ("metallb", "lab"):  # their next node announces on the endpoint event itself
-        other = providers.load(name)
-        assert Ordering.for_rollout(other, "Local") == Ordering.correct(other.declared_for("Local"))
+    metallb = providers.load("metallb")  # its next node announces on the endpoint event itself,
+    # and yet the connections under way through the old node at the move are reset there
+    with pytest.raises(NotSupported, match="one announcing node takes all of a Service's traffic"):
+        Ordering.for_rollout(metallb, "Local")
+    assert Ordering.for_rollout(metallb, "Cluster") == Ordering.correct(metallb.declared_for("Cluster"))
+    lab = providers.load("lab")  # every node with a ready endpoint takes new connections
+    assert Ordering.for_rollout(lab, "Local") == Ordering.correct(lab.declared_for("Local"))
 
 
 # --- azure -----------------------------------------------------------------------------------

@@ -71,8 +71,9 @@ class Declared:
     have no node to go to when its node's last local endpoint stops serving: the implementation
     moves the address only then (kube-proxy on that node stops forwarding at the same moment),
     and the next node takes it this much later (kube-vip: its Lease retry and ARP tick). 0 where
-    the next node announces on the same event (MetalLB). Where it is not 0, no termination
-    ordering makes a rollout that replaces that endpoint hitless.
+    the next node announces on the same event (MetalLB). Either way no termination ordering makes
+    a rollout that replaces that endpoint hitless: a connection under way through the old node
+    when the address moves reaches the next one, which has no state for it.
     ``load_balancer_class`` is the ``spec.loadBalancerClass`` the implementation serves (KEP-1959),
     None where it serves only Services without a class (its default, as MetalLB's without
     ``--lb-class``). Whatever it declares, a Service of a class it does not own is left alone.
