@@ -145,24 +145,12 @@ def test_stale_flows_of_the_address_block_no_new_connection(test_namespace: Appl
     """A server's packet for a flow the LB forgot (a keepalive probe after the idle timeout, a FIN
     after a release) leaves a conntrack entry that starts at the VIP. A new connection from that
     flow's client port meets it in its reply direction, where conntrack takes its SYN for invalid:
-    the LB still routes it to a node, and it is served. And an address given to a new Service comes
-    without what its last holder left, in either direction."""
-    api, ns = test_namespace.api, test_namespace.namespace
-    assert ns
+    the LB still routes it to a node, and it is served (the VIP may have had another Service
+    before: the allocator reuses addresses)."""
     vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
-    ports = random.sample(STALE_PORT_RANGE, 3)
-    for port in ports[:2]:
+    for port in random.sample(STALE_PORT_RANGE, 2):
         _server_opened_entry(vip, port)
         assert _get_from_port(vip, port) == 200, f"a connection from port {port} over a stale entry"
-
-    path = f"/api/v1/namespaces/{ns}/services/backend"
-    api.delete(path)
-    wait_until_gone(api, path, "the Service to be released")
-    _server_opened_entry(vip, ports[2])
-    test_namespace.create(load_one("backend-service", tweaks.load_balancer_ip(vip)))
-    assert wait_for_vip(api, ns) == vip
-    poll_until(lambda: not _lb_conntrack("-L", "--orig-src", vip, "-p", "tcp").strip(), timeout=10,
-               description=f"the LB to forget the flows {vip}'s last Service left")
 
 
 def test_allocate_node_ports_false(test_namespace: Applier) -> None:

@@ -231,8 +231,6 @@ class Controller:
         st = ServiceState(Informer.key(svc), svc["metadata"]["uid"], vip, index,
                           first_ports=list(svc["spec"].get("ports") or []), run=run_of(svc), spec=svc["spec"])
         self.services[st.key] = st
-        if self.warm.get(st.key, ("", set()))[0] != st.uid:  # not the process before this one's
-            self.flows.forget_address(st)
         self.writes.event(svc, "Normal", "EnsuringLoadBalancer", f"assigned VIP {vip}")
         return st
 

@@ -2,9 +2,8 @@
 
 A flow stays on its backend while conntrack remembers it. The LB forgets flows when the healthy set
 changes (those of a removed backend, as the Service's ``backend-removal`` asks, and in pod mode the
-UDP flows to a pod that left), when a port goes, when a Service or its address goes, and when an
-address is given to a new Service (what its last holder left must not meet the new one's clients).
-Deletions are queued during a pass and run once its ruleset is in (``run``), as kube-proxy orders them:
+UDP flows to a pod that left), when a port goes, and when a Service or its address goes. Deletions
+are queued during a pass and run once its ruleset is in (``run``), as kube-proxy orders them:
 deleted before, a packet arriving in between would make its entry again through the old rules, to
 the backend that left, and a UDP flow's every datagram would keep it there (seen as a UDP flow that
 never reached its new server, with many Services per pass).
@@ -47,15 +46,6 @@ class Flows:
         if backend is not None:
             argv += ["--mark", str(backend.mark)] if st.params.mode == "node" else ["--reply-src", backend.ip]
         self.queue.append((st, argv, f" of {backend.key}" if backend else ""))
-
-    def forget_address(self, st: ServiceState) -> None:
-        """Forget every flow of the Service's address, in both directions, as a new Service takes
-        it. Besides the flows clients opened, a server's packet for a flow the LB had forgotten (a
-        keepalive probe after the idle timeout, a FIN after a release) leaves an entry whose
-        original direction starts at the address; a new client connection from the same port meets
-        it in its reply direction, where conntrack takes a SYN for invalid."""
-        for direction in ("--orig-dst", "--orig-src"):
-            self.queue.append((st, ["conntrack", "-D", direction, st.vip], f" of {st.vip}'s last holder"))
 
     def healthy_set_changed(self, st: ServiceState, previous: list[str]) -> None:
         """Forget what the change from ``previous`` to the Service's healthy set asks."""
