@@ -5,7 +5,6 @@ marked ``alone``: a restart of the LB, and the two that time it to the second.""
 
 from __future__ import annotations
 
-import http.client
 import random
 import subprocess
 import time
@@ -21,12 +20,13 @@ from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import ApiError
 from lbconform.kube.workload import QUIET_KIND
-from lbconform.nsexec import in_netns, run_in_netns
+from lbconform.nsexec import in_netns
 from lbconform.traffic.fleet import Fleet, KeepAlive
 from lbconform.wait import NotYet, poll_until
 from lbconform_lab import topology as topo
 from lbconform_lab.cluster import Lab
 from lbconform_lab.lb.client import LabLB
+from lbconform_lab.probe import http_status
 from tests.lab.helpers import (
     Stopwatch,
     change_port,
@@ -116,29 +116,18 @@ def test_port_change_moves_the_listener(test_namespace: Applier) -> None:
 STALE_PORT_RANGE = range(61000, 65536)
 
 
-def _lb_conntrack(*args: str) -> str:
-    return subprocess.run(in_netns(topo.LB_NS, ["conntrack", *args]), capture_output=True, text=True,
-                          check=True).stdout
+#: How long the inserted stale entry lives: conntrack's own TIME_WAIT, longer than the test.
+STALE_ENTRY_SECONDS = 120
 
 
 def _server_opened_entry(vip: str, port: int) -> None:
     """The entry a server's packet leaves when the LB had forgotten its flow: from the VIP's port
     80 to the client's ``port``, never answered."""
-    _lb_conntrack("-I", "-p", "tcp", "-s", vip, "-d", topo.CLIENT_IP, "--sport", "80", "--dport", str(port),
-                  "-r", topo.CLIENT_IP, "-q", vip, "--reply-port-src", str(port), "--reply-port-dst", "80",
-                  "--state", "ESTABLISHED", "--timeout", "120")
-
-
-def _get_from_port(vip: str, port: int) -> int:
-    def get() -> int:
-        conn = http.client.HTTPConnection(vip, 80, timeout=2, source_address=("", port))
-        try:
-            conn.request("GET", "/hostname")
-            return conn.getresponse().status
-        finally:
-            conn.close()
-
-    return run_in_netns(topo.CLIENT_NS, get)
+    subprocess.run(in_netns(topo.LB_NS, [
+        "conntrack", "-I", "-p", "tcp", "-s", vip, "-d", topo.CLIENT_IP, "--sport", "80",
+        "--dport", str(port), "-r", topo.CLIENT_IP, "-q", vip, "--reply-port-src", str(port),
+        "--reply-port-dst", "80",
+        "--state", "ESTABLISHED", "--timeout", str(STALE_ENTRY_SECONDS)]), capture_output=True, check=True)
 
 
 def test_stale_flows_of_the_address_block_no_new_connection(test_namespace: Applier) -> None:
@@ -150,7 +139,8 @@ def test_stale_flows_of_the_address_block_no_new_connection(test_namespace: Appl
     vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
     for port in random.sample(STALE_PORT_RANGE, 2):
         _server_opened_entry(vip, port)
-        assert _get_from_port(vip, port) == 200, f"a connection from port {port} over a stale entry"
+        status, _ = http_status(topo.CLIENT_NS, vip, 80, "/hostname", source_port=port)
+        assert status == 200, f"a connection from port {port} over a stale entry"
 
 
 def test_allocate_node_ports_false(test_namespace: Applier) -> None:

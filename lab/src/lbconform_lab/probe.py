@@ -15,15 +15,18 @@ from lbconform_lab.topology import CLIENT_NS
 
 
 def http_status(netns: str | None, host: str, port: int, path: str, timeout: float = 2.0,
-                tls: ssl.SSLContext | None = None) -> tuple[int, str]:
-    """GET ``path`` and return (status, body); raises OSError when nothing answers."""
+                tls: ssl.SSLContext | None = None, source_port: int = 0) -> tuple[int, str]:
+    """GET ``path`` and return (status, body), from ``source_port`` if given (else one the kernel
+    picks); raises OSError when nothing answers."""
+    source = ("", source_port) if source_port else None
 
     def get() -> tuple[int, str]:
         conn: http.client.HTTPConnection
         if tls is not None:
-            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=tls)
+            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=tls,
+                                               source_address=source)
         else:
-            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+            conn = http.client.HTTPConnection(host, port, timeout=timeout, source_address=source)
         try:
             conn.request("GET", path)
             resp = conn.getresponse()
