@@ -11,7 +11,7 @@ import pytest
 from fixtures.harness import MakeBackends, MakeService, Measure
 from lbconform.features import Feature
 from lbconform.kube.manifests import Applier
-from lbconform.provisioning import watch_addresses
+from lbconform.provisioning import AddressWatch
 from lbconform.target import Target
 
 pytestmark = pytest.mark.features(Feature.PROVISIONING_AT_SCALE)
@@ -25,18 +25,21 @@ def test_services_created_at_once_each_get_an_address_and_serve(
         measure: Measure) -> None:
     """Fifty LoadBalancer Services created one after the other, as fast as the apiserver takes them,
     each get an address of their own within lb_create of their creation (the time one Service alone
-    is given), and each then reaches the backends. The datasheet gets the provisioning times' p50,
-    p95 and max, and the time from the first creation until the last Service served."""
+    is given), and each then reaches the backends. The addresses are watched from before the first
+    creation, so that one given while later Services are still being created is timed when given.
+    The datasheet gets the provisioning times' p50, p95 and max, and the time from the first
+    creation until the last Service served."""
     backends = make_backends(replicas=1)
     lb_create = target.timeouts.lb_create
     start = time.monotonic()
-    lbs, created = [], {}
-    for i in range(SERVICES_AT_ONCE):
-        lbs.append(make_service(name=f"many-{i:02d}"))
-        created[lbs[-1].name] = time.monotonic()
     services = f"/api/v1/namespaces/{namespace.namespace}/services"
-    got = watch_addresses(lambda: namespace.api.get(services)["items"], created,
-                          until=max(created.values()) + lb_create)
+    names = [f"many-{i:02d}" for i in range(SERVICES_AT_ONCE)]
+    lbs = []
+    with AddressWatch(lambda: namespace.api.get(services)["items"], names) as watch:
+        for name in names:
+            lbs.append(make_service(name=name))
+            watch.created(name)
+        got = watch.result(within=lb_create)
     for stat, value in got.summary().items():
         measure(f"many_services_provisioning_{stat}", value, "s", declared=lb_create)
     missing = got.missing()

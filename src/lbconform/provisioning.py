@@ -3,10 +3,15 @@
 One GET of the namespace's Services per look, not one per Service: fifty Services watched one by
 one would put fifty requests on the apiserver every look and measure the watcher as much as the
 implementation. The look's interval is the measurement's resolution.
+
+The looks start before the first Service is created and go on while the others are
+(``AddressWatch``, a thread of its own): fifty creations take seconds on a loaded apiserver, and an
+address given while they go on is seen when it is given, not once the last creation has returned.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,8 +40,10 @@ class Provisioned:
     seen: dict[str, float] = field(default_factory=dict)
 
     def times(self) -> dict[str, float]:
-        """Seconds from each provisioned Service's creation to its address."""
-        return {name: self.seen[name] - self.created[name] for name in self.seen}
+        """Seconds from each provisioned Service's creation to its address (0 for an address seen
+        before its creation's answer came back)."""
+        return {name: max(0.0, self.seen[name] - self.created[name])
+                for name in self.seen if name in self.created}
 
     def missing(self) -> list[str]:
         return sorted(set(self.created) - set(self.seen))
@@ -60,19 +67,61 @@ class Provisioned:
         return {"p50": percentile(times, 50), "p95": percentile(times, 95), "max": max(times)}
 
 
-def watch_addresses(list_services: Callable[[], list[Json]], created: dict[str, float], until: float,
-                    *, clock: Callable[[], float] = time.monotonic,
-                    sleep: Callable[[float], None] = time.sleep) -> Provisioned:
-    """Look at the Services every ``INTERVAL`` until each of ``created`` has an address or the clock
-    passes ``until``; what was seen, with the time of the look that first saw each address."""
-    got = Provisioned(dict(created))
-    while True:
-        now = clock()
-        for svc in list_services():
-            name = svc["metadata"]["name"]
-            address = ingress_address(svc)
-            if name in got.created and address and name not in got.seen:
-                got.addresses[name], got.seen[name] = address, now
-        if not got.missing() or now >= until:
-            return got
-        sleep(min(INTERVAL, max(0.0, until - now)))
+def look(got: Provisioned, names: set[str], services: list[Json], now: float) -> None:
+    """Record the address of each of ``names`` that has one and was not seen before, seen ``now``."""
+    for svc in services:
+        name = svc["metadata"]["name"]
+        address = ingress_address(svc)
+        if name in names and address and name not in got.seen:
+            got.addresses[name], got.seen[name] = address, now
+
+
+class AddressWatch:
+    """Looks at the Services every ``INTERVAL`` in a thread of its own, from before the first of
+    ``names`` is created until each has an address or the deadline ``result`` sets has passed.
+
+    ``with AddressWatch(list_services, names) as watch:``, then ``watch.created(name)`` as each
+    creation returns and ``watch.result(within)`` once the last has: the deadline is the last
+    creation plus ``within``. A look that fails ends the watch and ``result`` raises its error."""
+
+    def __init__(self, list_services: Callable[[], list[Json]], names: list[str]) -> None:
+        self.list_services = list_services
+        self.names = set(names)
+        self.got = Provisioned({})
+        self.until: float | None = None
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="address-watch", daemon=True)
+
+    def __enter__(self) -> AddressWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def created(self, name: str) -> None:
+        """``name`` was created now."""
+        self.got.created[name] = time.monotonic()
+
+    def result(self, within: float) -> Provisioned:
+        """What was seen once every Service has its address, or ``within`` seconds after the last
+        creation."""
+        self.until = max(self.got.created.values(), default=time.monotonic()) + within
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.got
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                now = time.monotonic()
+                look(self.got, self.names, self.list_services(), now)
+                if len(self.got.seen) == len(self.names) or (self.until is not None and now >= self.until):
+                    return
+                wait = INTERVAL if self.until is None else min(INTERVAL, max(0.0, self.until - now))
+                self.stop.wait(wait)
+        except Exception as exc:
+            self.error = exc  # raised by result()

@@ -22,7 +22,7 @@ from lbconform.kube.jig import CLEANUP_FINALIZER, ServiceJig
 from lbconform.kube.manifests import Applier, load_one
 from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.sweeper import add_label, restore_node
-from lbconform.provisioning import INTERVAL, watch_addresses
+from lbconform.provisioning import INTERVAL, AddressWatch
 from lbconform.target import EXCLUDE_LABEL
 from lbconform.traffic.fleet import Fleet
 from lbconform.traffic.in_cluster import deploy_pod_clients
@@ -439,15 +439,15 @@ def test_a_defect_of_one_run_meets_only_that_runs_services(lab: object, test_nam
 @pytest.mark.alone
 @with_defect("serial-provisioning")
 def test_serial_provisioning_gives_addresses_a_second_apart(defect: str, test_namespace: Applier) -> None:
-    created = {}
-    for i in range(3):
-        service = load_one("backend-service")
-        service["metadata"]["name"] = f"serial-{i}"
-        test_namespace.create(service)
-        created[f"serial-{i}"] = time.monotonic()
     services = f"/api/v1/namespaces/{test_namespace.namespace}/services"
-    got = watch_addresses(lambda: test_namespace.api.get(services)["items"], created,
-                          until=max(created.values()) + 10)
+    names = [f"serial-{i}" for i in range(3)]
+    with AddressWatch(lambda: test_namespace.api.get(services)["items"], names) as watch:
+        for name in names:
+            service = load_one("backend-service")
+            service["metadata"]["name"] = name
+            test_namespace.create(service)
+            watch.created(name)
+        got = watch.result(within=10)
     assert not got.missing()
     seen = sorted(got.seen.values())
     assert seen[-1] - seen[0] >= 2 * SERIAL_PROVISIONING_SECONDS - INTERVAL, got.times()

@@ -1,26 +1,18 @@
-"""Many Services' provisioning, watched in one list per look: times, misses, late and shared addresses."""
+"""Many Services' provisioning, watched in one list per look from before the first creation: times,
+misses, late and shared addresses."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from lbconform.provisioning import INTERVAL, Provisioned, ingress_address, watch_addresses
+from lbconform.provisioning import INTERVAL, AddressWatch, Provisioned, ingress_address
 
 
 def service(name: str, address: str | None = None, hostname: bool = False) -> dict[str, object]:
     ingress = [{"hostname" if hostname else "ip": address}] if address else []
     return {"metadata": {"name": name}, "status": {"loadBalancer": {"ingress": ingress}}}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_ingress_address_is_ip_or_hostname() -> None:
@@ -30,30 +22,44 @@ def test_ingress_address_is_ip_or_hostname() -> None:
     assert ingress_address({"metadata": {"name": "a"}}) is None
 
 
-def test_each_address_is_timed_from_its_own_creation_at_the_look_that_saw_it() -> None:
-    clock = FakeClock()
-    # Addresses appear: a at once, b on the third look; c is not one of ours.
-    looks = [[service("a", "10.0.0.1"), service("b"), service("c", "10.0.0.9")],
-             [service("a", "10.0.0.1"), service("b")],
-             [service("a", "10.0.0.1"), service("b", "10.0.0.2")]]
+def test_an_address_given_while_later_services_are_created_is_seen_when_given() -> None:
+    # a gets its address at once; b's creation takes a second (a loaded apiserver); c is not ours.
+    given = {"a": "10.0.0.1"}
 
     def list_services() -> list[dict[str, object]]:
-        return looks.pop(0)  # type: ignore[return-value]
+        return [service(n, given.get(n)) for n in ("a", "b")] + [service("c", "10.0.0.9")]
 
-    got = watch_addresses(list_services, {"a": 99.0, "b": 100.0}, until=110.0, clock=clock, sleep=clock.sleep)
+    with AddressWatch(list_services, ["a", "b"]) as watch:
+        watch.created("a")
+        time.sleep(1.0)
+        watch.created("b")
+        given["b"] = "10.0.0.2"
+        got = watch.result(within=5.0)
     assert got.addresses == {"a": "10.0.0.1", "b": "10.0.0.2"}
-    assert got.times() == {"a": 1.0, "b": pytest.approx(2 * INTERVAL)}
-    assert got.missing() == [] and got.shared() == {} and got.late(1.0) == {}
-    assert got.late(0.5) == {"a": 1.0}
-    assert looks == []
+    times = got.times()
+    # Seen at the first look after each address was given, not after the last creation.
+    assert times["a"] < INTERVAL + 0.2 and times["b"] < INTERVAL + 0.2, times
+    assert got.missing() == [] and got.shared() == {} and got.late(0.5) == {}
 
 
-def test_the_watch_ends_at_its_deadline_with_what_is_missing() -> None:
-    clock = FakeClock()
-    got = watch_addresses(lambda: [service("a")], {"a": 100.0, "b": 100.0}, until=101.0, clock=clock,
-                          sleep=clock.sleep)
+def test_the_watch_ends_at_its_deadline_after_the_last_creation_with_what_is_missing() -> None:
+    with AddressWatch(lambda: [service("a")], ["a", "b"]) as watch:
+        watch.created("a")
+        watch.created("b")
+        started = time.monotonic()
+        got = watch.result(within=0.5)
+    assert 0.5 - INTERVAL <= time.monotonic() - started < 0.5 + 2 * INTERVAL
     assert got.missing() == ["a", "b"] and got.summary() == {}
-    assert clock.now == 101.0
+
+
+def test_a_look_that_fails_is_raised_by_the_result() -> None:
+    def list_services() -> list[dict[str, object]]:
+        raise ConnectionError("the apiserver does not answer")
+
+    with AddressWatch(list_services, ["a"]) as watch:
+        watch.created("a")
+        with pytest.raises(ConnectionError, match="does not answer"):
+            watch.result(within=5.0)
 
 
 def test_shared_addresses_and_the_summary() -> None:
@@ -62,3 +68,6 @@ def test_shared_addresses_and_the_summary() -> None:
         got.addresses[f"s{i}"], got.seen[f"s{i}"] = ("10.0.0.1" if i in (3, 7) else f"10.0.1.{i}"), i + 1.0
     assert got.shared() == {"10.0.0.1": ["s3", "s7"]}
     assert got.summary() == {"p50": 10.0, "p95": 19.0, "max": 20.0}
+    # An address seen before its creation's answer came back counts as at once.
+    early = Provisioned({"a": 5.0}, {"a": "10.0.0.1"}, {"a": 4.9})
+    assert early.times() == {"a": 0.0}
