@@ -137,6 +137,9 @@ def test_stale_flows_of_the_address_block_no_new_connection(test_namespace: Appl
     the LB still routes it to a node, and it is served (the VIP may have had another Service
     before: the allocator reuses addresses)."""
     vip = deploy_with_vip(test_namespace, tweaks.replicas(1))
+    # The SYN goes to whichever node its port hashes to: each must have the Service's endpoint
+    # (kube-proxy refuses until then; the LB's healthy set does not wait for it).
+    wait_for_node_ports(test_namespace.api.get(f"/api/v1/namespaces/{test_namespace.namespace}/services/backend"))
     for port in random.sample(STALE_PORT_RANGE, 2):
         _server_opened_entry(vip, port)
         status, _ = http_status(topo.CLIENT_NS, vip, 80, "/hostname", source_port=port)

@@ -11,10 +11,10 @@ import pytest
 
 from lbconform.kube.rawapi import ApiError, Json, RawApi
 from lbconform_lab.lb import published
-from lbconform_lab.lb.api import describe
 from lbconform_lab.lb.controller import Controller, ServiceState
 from lbconform_lab.lb.model import Backend
 from lbconform_lab.lb.params import Params
+from lbconform_lab.lb.view import describe
 
 PATH = "/apis/lab.lbconform.io/v1alpha1/namespaces/ns/backendpools"
 

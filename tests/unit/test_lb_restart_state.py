@@ -26,7 +26,7 @@ def test_defects_health_and_the_address_cursor_survive_a_restart(tmp_path: Path)
     old.set_defects({"short-idle"})
     old.next_vip = 7
     old.services["ns/a"] = ServiceState("ns/a", "uid-a", "198.18.0.10", 1, healthy=["node-2", "node-1"])
-    old._save()
+    old._publish()  # a pass ends
     saved = json.loads(state.read_text())["healthy"]
     assert saved == {"ns/a": {"uid": "uid-a", "backends": ["node-1", "node-2"]}}
 
@@ -49,3 +49,15 @@ def test_the_state_is_written_only_when_it_changed(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(Path, "write_text", lambda *_: pytest.fail("written again"))
     c._save()
     assert state.stat().st_mtime_ns == written
+
+
+def test_defects_switched_before_the_first_pass_keep_the_saved_health(tmp_path: Path) -> None:
+    """A restarted LB saves again when its defects are switched before its first pass has a view:
+    the healthy backends it loaded stay saved (a second restart still starts from them)."""
+    state = tmp_path / "lb-state.json"
+    old = controller(state)
+    old.services["ns/a"] = ServiceState("ns/a", "uid-a", "198.18.0.10", 1, healthy=["node-1"])
+    old._publish()
+    new = controller(state)
+    new.set_defects({"no-drain"})
+    assert json.loads(state.read_text())["healthy"] == {"ns/a": {"uid": "uid-a", "backends": ["node-1"]}}

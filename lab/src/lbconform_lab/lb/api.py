@@ -5,6 +5,9 @@ with the time each backend last changed state, parameters, counters); ``GET /def
 ``PUT /defects`` (``{"defects": [...]}``, lab-wide, or ``{"defects": [...], "run": ID}`` for the
 Services of one harness run) read and switch the defects at runtime;
 ``GET /healthz`` (200 once the first reconcile pass is done). JSON in and out, inside the LB's namespace only.
+
+It answers from the view the last pass left (``view``) and the defects as last switched, and never
+waits for a pass in progress: a pass may take seconds on a loaded apiserver.
 """
 
 from __future__ import annotations
@@ -17,38 +20,21 @@ from typing import Any
 from lbconform_lab.lb.controller import Controller
 from lbconform_lab.lb.model import Json
 from lbconform_lab.lb.params import DEFECTS
-from lbconform_lab.lb.service import ServiceState
 
 PORT = 9100
 
 
-def describe(st: ServiceState) -> Json:
-    """One Service's state, as ``GET /services/NS/NAME`` answers it."""
-    backends = []
-    for k, b in sorted(st.pool.items()):
-        h = st.health(k)
-        backends.append({
-            "name": k, "address": b.ip, "ports": [{"protocol": p[0][0], "port": p[0][1], "target": p[1]}
-                                                  for p in b.ports],
-            "healthy": k in st.healthy,
-            "lastChange": st.health_changed.get(k),
-            "healthCheck": None if b.health is None else {
-                "target": f"{b.health.protocol}://{b.health.ip}:{b.health.port}{b.health.path}",
-                "passing": h.healthy if h else None, "lastResult": h.last_result if h else None,
-                "checks": h.checks if h else 0},
-        })
-    return {"service": st.key, "uid": st.uid, "vip": st.vip, "mode": st.params.mode,
-            "parameters": st.params.as_dict(), "pool": backends, "healthy": st.healthy,
-            "counters": dict(st.counters), "defects": sorted(st.defects)}
+def defects(controller: Controller) -> Json:
+    """The defects as last switched: lab-wide and per run."""
+    lab_wide, per_run = controller.defects, controller.run_defects
+    return {"defects": sorted(lab_wide), "runDefects": {run: sorted(d) for run, d in sorted(per_run.items())}}
 
 
 def state(controller: Controller) -> Json:
-    """The LB's state, as ``GET /services`` answers it."""
-    with controller.lock:
-        return {"defects": sorted(controller.defects),
-                "runDefects": {run: sorted(d) for run, d in sorted(controller.run_defects.items())},
-                "services": {k: describe(s) for k, s in sorted(controller.services.items())},
-                "deletedButKept": {k: s.vip for k, s in sorted(controller.ghosts.items())}}
+    """The LB's state, as ``GET /services`` answers it: the last pass's view and the defects now."""
+    view = controller.view
+    return {**defects(controller), "services": dict(view.services),
+            "deletedButKept": dict(view.deleted_but_kept)}
 
 
 def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> http.server.ThreadingHTTPServer:
@@ -67,18 +53,12 @@ def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> ht
                 ready = controller.ready.is_set()
                 self._send(200 if ready else 503, {"ok": ready})
             elif parts == ["defects"]:
-                doc = state(controller)
-                self._send(200, {"defects": doc["defects"], "runDefects": doc["runDefects"],
-                                 "known": {d.name: {"does": d.does, "correct": d.correct}
-                                           for d in DEFECTS.values()}})
+                known = {d.name: {"does": d.does, "correct": d.correct} for d in DEFECTS.values()}
+                self._send(200, {**defects(controller), "known": known})
             elif parts == ["services"]:
                 self._send(200, state(controller))
             elif len(parts) == 3 and parts[0] == "services":
-                # One Service, described alone: the tests poll it ten times a second each, and
-                # describing every Service for each poll starved the LB under the lab tests' load.
-                with controller.lock:
-                    st = controller.services.get(f"{parts[1]}/{parts[2]}")
-                    svc = describe(st) if st is not None else None
+                svc = controller.view.services.get(f"{parts[1]}/{parts[2]}")
                 if svc:
                     self._send(200, svc)
                 else:

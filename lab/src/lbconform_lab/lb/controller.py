@@ -12,8 +12,12 @@ This module coordinates the pass; each job is a module of its own: ``watch`` (th
 ``allocate`` (addresses), ``pools`` (each Service's pool), ``checkers`` (health checks and the
 healthy set), ``plan`` and ``nft`` (the rules), ``routes`` (node mode's policy routing), ``flows``
 (forgetting pinned flows), ``status`` (what it writes to the apiserver), ``published`` (each
-Service's pool as a BackendPool object), ``saved`` (what a restarted process starts from), ``api``
-(the state API); ``defects`` is the table of defects and the hook points where they act.
+Service's pool as a BackendPool object), ``saved`` (what a restarted process starts from), ``view``
+(the Services as the last pass left them) and ``api`` (the state API, which reads the view);
+``defects`` is the table of defects and the hook points where they act.
+
+One thread runs the passes and alone touches their state. The state API's threads read only what
+the pass publishes whole (the view) and switch the defects, which the pass reads once, as it starts.
 """
 
 from __future__ import annotations
@@ -22,11 +26,14 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from lbconform.kube.informer import Informer
 from lbconform.kube.rawapi import Json, RawApi
 from lbconform_lab.lb import checkers, nft, plan, pools
+from lbconform_lab.lb import view as views
 from lbconform_lab.lb.allocate import Addresses, Refusal, next_index
 from lbconform_lab.lb.defects import DEFECTS, At, Pace, apply
 from lbconform_lab.lb.flows import Flows
@@ -64,13 +71,18 @@ class Controller:
             raise ValueError(
                 f"unknown LB defect(s) {', '.join(sorted(unknown))}: known are {', '.join(DEFECTS)}")
         self.default_mode = default_mode
+        #: The defects as last switched, lab-wide and per run (run id -> defects): each replaced
+        #: whole when switched (``set_defects``, from the state API's threads), never changed in place.
         self.defects: frozenset[str] = frozenset(defects)
-        #: Defects of one harness run: run id -> defects.
-        self.run_defects: dict[str, frozenset[str]] = {}
+        self.run_defects: Mapping[str, frozenset[str]] = MappingProxyType({})
+        self._switching = threading.Lock()
+        #: The defects the pass in progress applies, read once as it starts.
+        self._in_force: tuple[frozenset[str], Mapping[str, frozenset[str]]] = (self.defects, self.run_defects)
+        #: The Services as the last pass left them: what the state API answers.
+        self.view = views.View()
         self.dirty = threading.Event()
         #: Set once the first reconcile pass has rendered the rules.
         self.ready = threading.Event()
-        self.lock = threading.RLock()
         self.services: dict[str, ServiceState] = {}
         #: Deleted Services whose rules the keep-deleted-vip defect keeps, by key.
         self.ghosts: dict[str, ServiceState] = {}
@@ -90,6 +102,8 @@ class Controller:
         #: The healthy backends the process before this one saved, by Service key: (uid, backend
         #: keys). Their first checkers start healthy; each entry is used by one pass and dropped.
         self.warm: dict[str, tuple[str, set[str]]] = {}
+        #: The same, kept whole: saved again until the first pass has a view of its own.
+        self.loaded_healthy: dict[str, tuple[str, set[str]]] = {}
         #: This process's own hash salt, used only under the rehash-on-restart defect.
         self.salt = int.from_bytes(os.urandom(4), "big")
         self._load()
@@ -110,13 +124,14 @@ class Controller:
         unknown = set(defects) - set(DEFECTS)
         if unknown:
             raise ValueError(f"unknown LB defect(s): {', '.join(sorted(unknown))}")
-        with self.lock:
+        with self._switching:
             if run is None:
                 self.defects = frozenset(defects)
-            elif defects:
-                self.run_defects[run] = frozenset(defects)
             else:
-                self.run_defects.pop(run, None)
+                per_run = {r: d for r, d in self.run_defects.items() if r != run}
+                if defects:
+                    per_run[run] = frozenset(defects)
+                self.run_defects = MappingProxyType(per_run)
             self._save()
         self.dirty.set()
 
@@ -124,7 +139,9 @@ class Controller:
         return self.defects_of_run(run_of(svc))
 
     def defects_of_run(self, run: str) -> frozenset[str]:
-        return self.defects | self.run_defects.get(run, frozenset())
+        """The defects the pass in progress applies to the Services of ``run``."""
+        lab_wide, per_run = self._in_force
+        return lab_wide | per_run.get(run, frozenset())
 
     def run(self) -> None:
         self.watch.start()
@@ -144,34 +161,40 @@ class Controller:
 
     # --- one pass --------------------------------------------------------------------------
     def reconcile(self) -> None:
-        with self.lock:
-            nodes = self.watch.node_infos()
-            self.routes.ensure(nodes)
-            slices = self.watch.slices_by_service()
-            plans = []
-            seen = set()
-            for svc in self.watch.service_list():
-                key = Informer.key(svc)
-                if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc, self.defects_for(svc)):
-                    self._release(svc)
-                    continue
-                seen.add(key)
-                p = self._ensure(svc, slices.get(key, []), nodes)
-                if p is not None:
-                    plans.append(p)
-            for key in list(self.services):
-                if key not in seen:
-                    self._forget(key)
-            self.published.retry_removals(self.services)
-            plans += self._ghost_plans()
-            ruleset = nft.render(sorted(plans, key=lambda p: p.index), self.timeouts)
-            if ruleset != self.ruleset:
-                nft.apply(ruleset)
-                self.ruleset = ruleset
-            self.flows.run()
-            self.warm.clear()
-            self._save()
-            self.ready.set()
+        self._in_force = (self.defects, self.run_defects)
+        nodes = self.watch.node_infos()
+        self.routes.ensure(nodes)
+        slices = self.watch.slices_by_service()
+        plans = []
+        seen = set()
+        for svc in self.watch.service_list():
+            key = Informer.key(svc)
+            if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc, self.defects_for(svc)):
+                self._release(svc)
+                continue
+            seen.add(key)
+            p = self._ensure(svc, slices.get(key, []), nodes)
+            if p is not None:
+                plans.append(p)
+        for key in list(self.services):
+            if key not in seen:
+                self._forget(key)
+        self.published.retry_removals(self.services)
+        plans += self._ghost_plans()
+        ruleset = nft.render(sorted(plans, key=lambda p: p.index), self.timeouts)
+        if ruleset != self.ruleset:
+            nft.apply(ruleset)
+            self.ruleset = ruleset
+        self.flows.run()
+        self.warm.clear()
+        self._publish()
+
+    def _publish(self) -> None:
+        """The pass's end: its view replaces the last one, the LB is ready, and what a restart
+        needs is saved."""
+        self.view = views.build(self.services.values(), self.ghosts)
+        self.ready.set()
+        self._save()
 
     def _ensure(self, svc: Json, slices: list[Json], nodes: list[plan.NodeInfo]) -> plan.ServicePlan | None:
         """The Service provisioned, its status, pool and health checks up to date: its rules."""
@@ -295,8 +318,10 @@ class Controller:
 
     # --- across restarts -------------------------------------------------------------------
     def _save(self) -> None:
-        self.state_file.save(Saved(self.defects, self.run_defects, self.addresses.cursor,
-                                   {k: (s.uid, set(s.healthy)) for k, s in self.services.items()}))
+        """Save the defects as last switched and the healthy backends of the last pass's view (the
+        pass and ``set_defects`` both save; ``StateFile`` writes one at a time)."""
+        healthy = self.view.healthy() if self.ready.is_set() else self.loaded_healthy
+        self.state_file.save(Saved(self.defects, self.run_defects, self.addresses.cursor, healthy))
 
     def _load(self) -> None:
         """Start from the state the process before this one saved, if any: its defects replace
@@ -305,6 +330,7 @@ class Controller:
         if saved is None:
             return
         self.defects = saved.defects
-        self.run_defects = dict(saved.run_defects)
+        self.run_defects = MappingProxyType(dict(saved.run_defects))
         self.addresses.cursor = saved.next_vip
         self.warm = dict(saved.healthy)
+        self.loaded_healthy = dict(saved.healthy)

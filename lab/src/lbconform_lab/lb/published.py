@@ -7,9 +7,8 @@ are of its announcements: one per Service, in the Service's namespace and named 
 every backend of the pool with its address and whether it is in the healthy set, exactly as
 ``describe`` says them. A declaration's ``backendPool`` reads it from the cluster.
 
-Written by a thread of its own (``Publisher``), never inside the pass: a pass that waited on the
-apiserver held up the state API, whose answers wait for the pass's lock (seen: the state API's 5 s
-timeout ran out under the lab tests' load). Written only when its content changed since the last
+Written by a thread of its own (``Publisher``), never inside the pass: a pass that waits on the
+apiserver holds up every Service's next pass. Written only when its content changed since the last
 write (kept per Service in memory; a restarted LB writes each once), and again after
 ``RESYNC_SECONDS`` in case someone deleted it; a write that fails is tried again later, no sooner
 than ``RETRY_SECONDS`` after, and never fails the pass.
@@ -189,9 +188,8 @@ class Published:
 
 class Publisher:
     """The pass's BackendPool work, done by a thread of its own: the pass only notes what each
-    object should say (in memory, under the controller's lock), and ``Published`` writes it to the
-    apiserver outside that lock, so that a slow apiserver holds up neither the pass nor the state
-    API (which answers under the same lock). What is noted for a Service replaces what was noted
+    object should say (in memory), and ``Published`` writes it to the apiserver, so that a slow
+    apiserver does not hold up the pass. What is noted for a Service replaces what was noted
     before and not yet written: only the latest content is ever written."""
 
     def __init__(self, published: Published) -> None:

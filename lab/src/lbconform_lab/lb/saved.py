@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ class StateFile:
         self.path = path
         #: The document last written or read.
         self.written: Json = {}
+        #: The pass and the state API's threads (switching defects) both save.
+        self.lock = threading.Lock()
 
     def load(self) -> Saved | None:
         """What the process before this one saved, if anything (defects it no longer knows dropped)."""
@@ -68,8 +71,9 @@ class StateFile:
         if self.path is None:
             return
         doc = saved.document()
-        if doc != self.written:
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(json.dumps(doc))
-            os.replace(tmp, self.path)
-            self.written = doc
+        with self.lock:
+            if doc != self.written:
+                tmp = self.path.with_name(self.path.name + ".tmp")
+                tmp.write_text(json.dumps(doc))
+                os.replace(tmp, self.path)
+                self.written = doc
