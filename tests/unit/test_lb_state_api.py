@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from lbconform_lab.lb import api, controller as controller_module
+from lbconform_lab.lb import api
+from lbconform_lab.lb import controller as controller_module
 from lbconform_lab.lb.controller import Controller, ServiceState
 
 NO_API: object = None
@@ -43,8 +44,12 @@ def request(port: int, method: str, path: str, body: Any = None) -> tuple[int, A
         conn.close()
 
 
+#: The controller, the state API's port, and the event that lets the held pass end.
+HeldPass = tuple[Controller, int, threading.Event]
+
+
 @pytest.fixture
-def held_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Controller, int, threading.Event]]:
+def held_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldPass]:
     """A controller whose last pass served ns/a, a pass in progress held in its nftables step, and
     the state API's port; setting the event lets the pass end."""
     c = Controller(NO_API, "node", set())  # type: ignore[arg-type]
@@ -69,8 +74,8 @@ def held_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Controller, int
     server.shutdown()
 
 
-def test_a_pass_in_progress_holds_no_answer_back(held_pass: tuple[Controller, int, threading.Event]) -> None:
-    c, port, release = held_pass
+def test_a_pass_in_progress_holds_no_answer_back(held_pass: HeldPass) -> None:
+    _, port, _ = held_pass
     status, svc = request(port, "GET", "/services/ns/a")
     assert status == 200 and svc["vip"] == "198.18.0.10" and svc["healthy"] == ["node-1"]
     status, _ = request(port, "GET", "/services")
@@ -80,8 +85,8 @@ def test_a_pass_in_progress_holds_no_answer_back(held_pass: tuple[Controller, in
     assert request(port, "GET", "/defects")[1]["runDefects"] == {"r1": ["no-drain"]}
 
 
-def test_defects_switched_during_a_pass_apply_from_the_next(held_pass: tuple[Controller, int, threading.Event]) -> None:
-    c, port, release = held_pass
+def test_defects_switched_during_a_pass_apply_from_the_next(held_pass: HeldPass) -> None:
+    c, _, release = held_pass
     c.set_defects({"no-drain"})
     assert c.defects_of_run("") == frozenset()  # the pass in progress keeps what it started with
     release.set()
@@ -89,10 +94,27 @@ def test_defects_switched_during_a_pass_apply_from_the_next(held_pass: tuple[Con
     assert c.defects_of_run("") == {"no-drain"}
 
 
-def test_the_view_changes_only_when_a_pass_ends(held_pass: tuple[Controller, int, threading.Event]) -> None:
+def test_the_view_changes_only_when_a_pass_ends(held_pass: HeldPass) -> None:
     """The pass in progress has let ns/a go; the API says so once that pass has ended."""
     c, port, release = held_pass
     assert request(port, "GET", "/services/ns/a")[0] == 200
     release.set()
     c.reconcile()
     assert request(port, "GET", "/services/ns/a")[0] == 404
+
+
+def test_a_service_made_after_its_defects_were_switched_meets_them_in_its_first_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A harness run switches its defects, then makes its Services: a pass that sees such a
+    Service sees the defects too (they are read after the Services)."""
+    c = Controller(NO_API, "node", set())  # type: ignore[arg-type]
+
+    class SwitchedJustBefore(EmptyCluster):
+        def service_list(self) -> list[Any]:
+            c.set_defects({"no-drain"}, run="r1")  # the switch, then the Service, then the snapshot
+            return []
+
+    c.watch = SwitchedJustBefore()  # type: ignore[assignment]
+    monkeypatch.setattr(controller_module.nft, "apply", lambda ruleset: None)
+    c.reconcile()
+    assert c.defects_of_run("r1") == {"no-drain"}

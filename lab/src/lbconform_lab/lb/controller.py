@@ -161,13 +161,16 @@ class Controller:
 
     # --- one pass --------------------------------------------------------------------------
     def reconcile(self) -> None:
+        services = self.watch.service_list()
+        # The defects are read after the Services: a Service that a run made after switching its
+        # defects is in this pass only if its defects are too.
         self._in_force = (self.defects, self.run_defects)
         nodes = self.watch.node_infos()
         self.routes.ensure(nodes)
         slices = self.watch.slices_by_service()
         plans = []
         seen = set()
-        for svc in self.watch.service_list():
+        for svc in services:
             key = Informer.key(svc)
             if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc, self.defects_for(svc)):
                 self._release(svc)
