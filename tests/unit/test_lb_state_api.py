@@ -1,4 +1,5 @@
-"""The reference LB's state API answers from the last pass's view, never waiting for a pass.
+"""The reference LB's state API answers with the view a pass leaves as it ends: a reader waits for
+the pass in progress, a bounded time (then gets the last view), and switching defects never waits.
 
 A pass here is the controller's own ``reconcile`` with an empty cluster (a stand-in for its
 informers' caches) held inside its nftables step; the state API is the real server on loopback.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +46,9 @@ def request(port: int, method: str, path: str, body: Any = None) -> tuple[int, A
         conn.close()
 
 
+#: How long the tests' readers wait for the pass in progress.
+BOUND = 0.5
+
 #: The controller, the state API's port, and the event that lets the held pass end.
 HeldPass = tuple[Controller, int, threading.Event]
 
@@ -54,6 +59,7 @@ def held_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldPass]:
     the state API's port; setting the event lets the pass end."""
     c = Controller(NO_API, "node", set())  # type: ignore[arg-type]
     c.watch = EmptyCluster()  # type: ignore[assignment]
+    c.view_wait = BOUND
     c.services["ns/a"] = ServiceState("ns/a", "uid-a", "198.18.0.10", 1, healthy=["node-1"])
     c._publish()
     del c.services["ns/a"]
@@ -74,15 +80,29 @@ def held_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldPass]:
     server.shutdown()
 
 
-def test_a_pass_in_progress_holds_no_answer_back(held_pass: HeldPass) -> None:
+def test_a_pass_held_past_the_bound_gets_the_last_view(held_pass: HeldPass) -> None:
+    """Readers wait for the held pass only as long as the bound, then get the last pass's view;
+    switching defects does not wait at all."""
     _, port, _ = held_pass
+    started = time.monotonic()
     status, svc = request(port, "GET", "/services/ns/a")
     assert status == 200 and svc["vip"] == "198.18.0.10" and svc["healthy"] == ["node-1"]
-    status, _ = request(port, "GET", "/services")
-    assert status == 200
+    assert BOUND <= time.monotonic() - started < BOUND + 1
+    assert request(port, "GET", "/services")[0] == 200
+    started = time.monotonic()
     status, body = request(port, "PUT", "/defects", {"defects": ["no-drain"], "run": "r1"})
     assert status == 200 and body["defects"] == ["no-drain"]
+    assert time.monotonic() - started < BOUND
     assert request(port, "GET", "/defects")[1]["runDefects"] == {"r1": ["no-drain"]}
+
+
+def test_a_reader_during_a_pass_gets_that_pass_view(held_pass: HeldPass) -> None:
+    """The pass in progress lets ns/a go (as it would remove its finalizer): a reader who asks
+    before the pass ends gets the view of that pass, not the one before."""
+    c, port, release = held_pass
+    c.view_wait = 5.0
+    threading.Timer(0.2, release.set).start()
+    assert request(port, "GET", "/services/ns/a")[0] == 404
 
 
 def test_defects_switched_during_a_pass_apply_from_the_next(held_pass: HeldPass) -> None:
@@ -95,12 +115,12 @@ def test_defects_switched_during_a_pass_apply_from_the_next(held_pass: HeldPass)
 
 
 def test_the_view_changes_only_when_a_pass_ends(held_pass: HeldPass) -> None:
-    """The pass in progress has let ns/a go; the API says so once that pass has ended."""
-    c, port, release = held_pass
-    assert request(port, "GET", "/services/ns/a")[0] == 200
+    """The pass in progress has let ns/a go; the view says so once that pass has ended."""
+    c, _, release = held_pass
+    assert "ns/a" in c.view.services
     release.set()
     c.reconcile()
-    assert request(port, "GET", "/services/ns/a")[0] == 404
+    assert "ns/a" not in c.view.services
 
 
 def test_a_service_made_after_its_defects_were_switched_meets_them_in_its_first_pass(

@@ -6,8 +6,8 @@ with the time each backend last changed state, parameters, counters); ``GET /def
 Services of one harness run) read and switch the defects at runtime;
 ``GET /healthz`` (200 once the first reconcile pass is done). JSON in and out, inside the LB's namespace only.
 
-It answers from the view the last pass left (``view``) and the defects as last switched, and never
-waits for a pass in progress: a pass may take seconds on a loaded apiserver.
+It answers from the view a pass leaves as it ends (``view``), waiting a bounded time for the pass
+in progress, and with the defects as last switched.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def defects(controller: Controller) -> Json:
 
 def state(controller: Controller) -> Json:
     """The LB's state, as ``GET /services`` answers it: the last pass's view and the defects now."""
-    view = controller.view
+    view = controller.current_view()
     return {**defects(controller), "services": dict(view.services),
             "deletedButKept": dict(view.deleted_but_kept)}
 
@@ -58,7 +58,7 @@ def serve(controller: Controller, host: str = "0.0.0.0", port: int = PORT) -> ht
             elif parts == ["services"]:
                 self._send(200, state(controller))
             elif len(parts) == 3 and parts[0] == "services":
-                svc = controller.view.services.get(f"{parts[1]}/{parts[2]}")
+                svc = controller.current_view().services.get(f"{parts[1]}/{parts[2]}")
                 if svc:
                     self._send(200, svc)
                 else:

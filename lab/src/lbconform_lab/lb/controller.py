@@ -17,7 +17,8 @@ Service's pool as a BackendPool object), ``saved`` (what a restarted process sta
 ``defects`` is the table of defects and the hook points where they act.
 
 One thread runs the passes and alone touches their state. The state API's threads read only what
-the pass publishes whole (the view) and switch the defects, which the pass reads once, as it starts.
+a pass publishes whole as it ends (the view: they wait a bounded time for the pass in progress) and
+switch the defects, which a pass reads once.
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ class Controller:
         self._switching = threading.Lock()
         #: The defects the pass in progress applies, read once as it starts.
         self._in_force: tuple[frozenset[str], Mapping[str, frozenset[str]]] = (self.defects, self.run_defects)
-        #: The Services as the last pass left them: what the state API answers.
+        #: The Services as the last pass left them: what the state API answers (``current_view``).
         self.view = views.View()
+        self.passes = views.Passes()
+        self.view_wait = views.VIEW_WAIT_SECONDS
         self.dirty = threading.Event()
         #: Set once the first reconcile pass has rendered the rules.
         self.ready = threading.Event()
@@ -160,7 +163,19 @@ class Controller:
             time.sleep(MIN_PASS_SECONDS)
 
     # --- one pass --------------------------------------------------------------------------
+    def current_view(self) -> views.View:
+        """The view once the pass in progress has ended, or after ``view_wait`` the last one."""
+        self.passes.wait_for_current(self.view_wait)
+        return self.view
+
     def reconcile(self) -> None:
+        self.passes.begin()
+        try:
+            self._pass()
+        finally:
+            self.passes.end()
+
+    def _pass(self) -> None:
         services = self.watch.service_list()
         # The defects are read after the Services: a Service that a run made after switching its
         # defects is in this pass only if its defects are too.

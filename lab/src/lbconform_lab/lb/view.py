@@ -1,22 +1,53 @@
 """What the state API answers about the Services: the state the last reconcile pass left, as a
-``View`` that the pass replaces whole when it ends.
+``View`` that the pass replaces whole when it ends, and how long a reader waits for the pass in
+progress (``Passes``).
 
-The state API reads the view and never waits for a pass. It used to answer under the pass's
-lock, and a pass that waited on the apiserver (status writes, events) or on conntrack held every
-answer back: under the reference phase's load, the API's 5 s timeout ran out for three concurrent
-runs at once. A view is built from the pass's own state at the end of the pass, in the pass's
-thread, so it is never half-updated; a reader holds one reference to a view that no one
-changes afterwards.
+A pass writes to the apiserver as it goes (a finalizer removed, a status), so whoever sees such a
+write and then asks the API must get the view of that pass: a reader waits for the pass in
+progress to end, as it waited for the pass's lock before. It waits at most ``VIEW_WAIT_SECONDS``,
+then gets the last view: under the reference phase's load one pass held that lock past the
+client's 5 s timeout, and three concurrent runs broke at once on a state API that did not answer.
+A view is built from the pass's own state at its end, in the pass's thread, so it is never
+half-updated; a reader holds one reference to a view that no one changes afterwards.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from lbconform_lab.lb.model import Json
 from lbconform_lab.lb.service import ServiceState
+
+#: How long a reader waits for the pass in progress before it gets the last pass's view (the
+#: state API's clients give up after 5 s).
+VIEW_WAIT_SECONDS = 3.0
+
+
+class Passes:
+    """The passes begun and ended, so that a reader can wait for the one in progress."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._begun = 0
+        self._ended = 0
+
+    def begin(self) -> None:
+        with self._changed:
+            self._begun += 1
+
+    def end(self) -> None:
+        with self._changed:
+            self._ended = self._begun
+            self._changed.notify_all()
+
+    def wait_for_current(self, timeout: float) -> bool:
+        """Wait until the pass in progress (if any) has ended; False if ``timeout`` ran out first."""
+        with self._changed:
+            target = self._begun
+            return self._changed.wait_for(lambda: self._ended >= target, timeout)
 
 
 def describe(st: ServiceState) -> Json:
