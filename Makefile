@@ -27,7 +27,7 @@ run: setup
 test: setup
 	@status=0; unit_log=$$(mktemp); \
 	$(BIN)/pytest tests/unit -p no:cacheprovider --durations=10 >"$$unit_log" 2>&1 & unit=$$!; \
-	$(BIN)/pytest tests/lab -p no:cacheprovider --durations=25 || status=$$?; \
+	$(BIN)/pytest tests/lab -p no:cacheprovider --durations=25 --own-labs-beside || status=$$?; \
 	wait $$unit || status=$$?; cat "$$unit_log"; rm -f "$$unit_log"; \
 	exit $$status
 
@@ -70,7 +70,7 @@ unit: python
 	$(BIN)/pytest tests/unit -p no:cacheprovider
 
 lab: setup
-	$(BIN)/pytest tests/lab -p no:cacheprovider
+	$(BIN)/pytest tests/lab -p no:cacheprovider --own-labs-beside
 
 lint: python
 	$(BIN)/ruff check src lab/src tests fixtures suites conftest.py

@@ -25,6 +25,9 @@ from lbconform.kube.namespaces import TestNamespaces
 from lbconform.kube.rawapi import RawApi
 from lbconform.pytest_plugin import cluster_share, share_lock_of
 from lbconform_lab.cluster import Lab
+from tests.lab.beside import MARKER as OWN_LAB
+from tests.lab.beside import OPTION as OWN_LABS_BESIDE
+from tests.lab.beside import Beside
 from tests.lab.defect_rows import (
     PARALLEL_ROWS,
     chaos_row_exclusive_tests,
@@ -116,9 +119,19 @@ DECLARED_ROW_TEST = "test_the_harness_alone_fails_a_defect_through_a_declaration
 LIFECYCLE, BESIDE_RUNS, RUN_RESULTS, AFTER_RUNS = range(4)
 
 _REFERENCE_RUNS = pytest.StashKey[ReferenceRuns]()
+_BESIDE = pytest.StashKey[Beside]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(OWN_LABS_BESIDE, action="store_true",
+                     help=f"run the tests marked {OWN_LAB} in a second pytest on a lab of their own, beside "
+                          "this session's tests once the reference runs have ended (make test)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{OWN_LAB}: boots a lab of its own and needs nothing of the session's; with "
+                   f"{OWN_LABS_BESIDE}, runs on a second lab beside the session (tests/lab/beside.py)")
     config.addinivalue_line(
         "markers", "beside_runs: may go on while the reference runs do (the module's tests change only what "
                    "they make, and hold the cluster's share as a suite test does)")
@@ -147,14 +160,30 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     HARNESS_ALONE.remove()
+    beside = session.config.stash.get(_BESIDE, None)
+    if beside is None:
+        return
+    rc, output = beside.finish(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
+    if rc is None:
+        return
+    print(f"\n===== the tests on a lab of their own ({OWN_LAB}), beside this session: exit {rc} =====",
+          output, sep="\n", flush=True)
+    if rc != 0 and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="lab tests need root (network namespaces, nftables)")
         for item in items:
             if "tests/lab" in str(item.fspath):
                 item.add_marker(skip)
+    elif config.getoption(OWN_LABS_BESIDE):
+        own = [item for item in items if item.get_closest_marker(OWN_LAB)]
+        if own:
+            config.hook.pytest_deselected(items=own)
+            items[:] = [item for item in items if not item.get_closest_marker(OWN_LAB)]
+            config.stash[_BESIDE] = Beside([item.nodeid for item in own], config.rootpath)
     items.sort(key=phase)
 
 
@@ -173,8 +202,12 @@ def _in_its_phase(request: pytest.FixtureRequest) -> Iterator[None]:
             yield
         return
     runs = item.config.stash.get(_REFERENCE_RUNS, None)
-    if its_phase == AFTER_RUNS and runs is not None:
-        runs.wait_all()
+    if its_phase == AFTER_RUNS:
+        if runs is not None:
+            runs.wait_all()
+        beside = item.config.stash.get(_BESIDE, None)
+        if beside is not None:
+            beside.start()
     yield
 
 

@@ -27,7 +27,7 @@ from tests.lab.helpers import (
 )
 from tests.lab.test_lifecycle import assert_nothing_left, root_namespace_snapshot
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle, pytest.mark.own_lab]
 
 #: The cloud provider assigns, the election runs, the holder writes the status.
 VIP_SECONDS = 60.0

@@ -183,3 +183,37 @@ def test_bad_input_gets_one_line_and_leaves_nothing(no_lab: Lab, tmp_path: Path)
     error = one_line_error(cli("lab", "node", "start", "node-1"))
     assert "no lab is running" in error
     assert_nothing_left(no_lab.dir, before)
+
+
+def test_a_second_lab_instance_is_a_lab_of_its_own(no_lab: Lab) -> None:
+    """Two labs side by side: the second (``LBCONFORM_LAB_INSTANCE=2``) has its own namespaces,
+    directory and apiserver port, serves beside the first, and its ``lab down`` removes what it
+    made and nothing of the first's; a bad instance is one line and makes nothing."""
+    before = root_namespace_snapshot()
+    no_lab.up(node_count=1)
+    first = lab_namespaces()
+    second_env = dict(os.environ, **{topology.INSTANCE_ENV: "2"})
+    second_env.pop("LBCONFORM_LAB_DIR", None)
+    try:
+        up = cli("lab", "up", "--nodes", "1", env=second_env)
+        assert up.returncode == 0, up.stderr
+        second = ns.list_netns() - first
+        assert second and all(n.startswith("lbc2-") for n in second), second
+        assert lab_namespaces() == first, "the second lab touched the first's namespaces"
+        status = cli("lab", "status", env=second_env)
+        assert status.returncode == 0, status.stdout
+        assert "/run/lbconform/lab2," in status.stdout and "127.0.0.1:16444" in status.stdout
+        kubectl = cli("lab", "kubectl", "get", "nodes", "-o", "name", env=second_env)
+        assert kubectl.returncode == 0 and kubectl.stdout.split() == ["node/node-1"], kubectl
+    finally:
+        down = cli("lab", "down", env=second_env)
+    assert down.returncode == 0, down.stderr
+    assert ns.list_netns() == first, "the second lab's down left its namespaces or took the first's"
+    assert not Path("/run/lbconform/lab2").exists()
+    assert no_lab.status().processes and all(no_lab.status().processes.values()), "the first lab was hurt"
+    assert no_lab.status().api_error == ""
+
+    error = one_line_error(cli("lab", "status", env=dict(os.environ, **{topology.INSTANCE_ENV: "x"})))
+    assert f"{topology.INSTANCE_ENV}='x' names no lab" in error
+    no_lab.down()
+    assert_nothing_left(no_lab.dir, before)

@@ -36,7 +36,7 @@ from tests.lab.runs import DECLARATIONS, lbconform_run, outcome
 from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
 from tests.lab.test_user_path import features, verdicts
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle, pytest.mark.own_lab]
 
 #: MetalLB assigns and announces within seconds of the Service; this bounds a lab under load.
 VIP_SECONDS = 30.0

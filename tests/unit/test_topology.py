@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 
 from lbconform.errors import UsageError
@@ -29,3 +34,35 @@ def test_unknown_node_names_list_the_known_ones(name: str) -> None:
 def test_pod_namespaces_are_prefixed_and_short() -> None:
     name = topo.pod_netns("3d8051fe-dd81-4c1e-9c2b-aaaaaaaaaaaa")
     assert name == "lbc-p-3d8051fedd81"
+
+
+@pytest.mark.parametrize(("value", "instance"), [(None, 1), ("", 1), ("1", 1), ("2", 2), ("9", 9)])
+def test_the_instance_is_the_environments_or_the_first(value: str | None, instance: int) -> None:
+    assert topo.parse_instance(value) == instance
+
+
+@pytest.mark.parametrize("value", ["0", "10", "x", "-1", " 2", "2.0"])
+def test_a_bad_instance_is_one_line_naming_the_variable(value: str) -> None:
+    with pytest.raises(UsageError, match=rf"^LBCONFORM_LAB_INSTANCE={re.escape(repr(value))} names no lab: "):
+        topo.parse_instance(value)
+
+
+def test_a_second_instance_has_its_own_names_directory_and_port() -> None:
+    """What a process of lab 2 calls things (the module reads the environment once, on import)."""
+    code = ("from lbconform_lab import topology as t, state, cluster;"
+            "print(t.CLIENT_NS, t.Node(1).netns, t.pod_netns('ab'), state.default_lab_dir(),"
+            " cluster.DEFAULT_API_PORT)")
+    env = {k: v for k, v in os.environ.items() if k != "LBCONFORM_LAB_DIR"}
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "LBCONFORM_LAB_INSTANCE": "2"},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["lbc2-client", "lbc2-node-1", "lbc2-p-ab", "/run/lbconform/lab2", "16444"]
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert first == ["lbc-client", "lbc-node-1", "lbc-p-ab", "/run/lbconform/lab", "16443"]
+
+
+def test_a_lab_of_a_bad_instance_is_refused_before_anything() -> None:
+    code = "from lbconform_lab.cluster import Lab; Lab()"
+    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LBCONFORM_LAB_INSTANCE": "x"},
+                            capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "LBCONFORM_LAB_INSTANCE='x' names no lab" in result.stderr

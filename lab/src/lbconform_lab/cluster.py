@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
-DEFAULT_API_PORT: Final = 16443
+DEFAULT_API_PORT: Final = topo.DEFAULT_API_PORT
 #: Time allowed for each boot phase; a healthy lab needs a fraction of these.
 ETCD_READY_SECONDS: Final = 30.0
 APISERVER_READY_SECONDS: Final = 60.0
@@ -136,6 +136,7 @@ class Lab:
     """One lab, identified by its directory."""
 
     def __init__(self, labdir: LabDir | None = None, progress: Progress | None = None) -> None:
+        topo.check_instance()
         self.dir = labdir or LabDir()
         self.progress = progress or (lambda msg: log.info("%s", msg))
 

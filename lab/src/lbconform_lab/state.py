@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from lbconform.errors import LabError
+from lbconform_lab import topology as topo
 
 
 def default_lab_dir() -> Path:
+    """``$LBCONFORM_LAB_DIR``, else this process's lab instance's own (``topology``)."""
     env = os.environ.get("LBCONFORM_LAB_DIR")
-    return Path(env) if env else Path("/run/lbconform/lab")
+    return Path(env) if env else Path(topo.DEFAULT_LAB_DIR)
 
 
 @dataclass

@@ -3,18 +3,61 @@
 Pure data, no side effects: everything else asks this module rather than spelling an
 address or a namespace name itself. Address plan (DESIGN.md): clients 203.0.113.0/24,
 VIPs 198.18.0.0/24, node fabric 198.19.0.0/24, pods 100.64.0.0/16, services 10.96.0.0/16.
+
+Several labs run side by side on one machine, each its own: ``$LBCONFORM_LAB_INSTANCE`` (1 to
+9; 1 when unset) names the lab a process works with, and every process it starts inherits it.
+What a lab has on the machine carries its instance: its namespaces' prefix (``lbc-`` for the
+first, ``lbc2-`` for the second), its directory and its apiserver's loopback port. The addresses
+are the same in every lab: they live only inside its namespaces, and no route leaves a lab.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from dataclasses import dataclass
 from typing import Final
 
 from lbconform.errors import UsageError
 
-PREFIX: Final = "lbc-"
+INSTANCE_ENV: Final = "LBCONFORM_LAB_INSTANCE"
+MAX_INSTANCES: Final = 9
+
+
+def parse_instance(value: str | None) -> int:
+    """The lab instance ``value`` names (unset or empty: the first)."""
+    if not value:
+        return 1
+    if not (value.isdigit() and 1 <= int(value) <= MAX_INSTANCES):
+        raise UsageError(f"{INSTANCE_ENV}={value!r} names no lab: give a number from 1 to {MAX_INSTANCES}, "
+                         "or unset it for the first lab")
+    return int(value)
+
+
+def _this_instance() -> tuple[int, str]:
+    try:
+        return parse_instance(os.environ.get(INSTANCE_ENV)), ""
+    except UsageError as e:
+        return 0, str(e)
+
+
+#: This process's lab; 0 (and its error) when the environment names none. Every way to a lab
+#: goes through ``check_instance`` (``Lab`` does), so a bad value is one line, never another lab.
+INSTANCE, _INSTANCE_ERROR = _this_instance()
+
+
+def check_instance() -> int:
+    """This process's lab instance, or the one-line error of a bad ``$LBCONFORM_LAB_INSTANCE``."""
+    if _INSTANCE_ERROR:
+        raise UsageError(_INSTANCE_ERROR)
+    return INSTANCE
+
+
+PREFIX: Final = "lbc-" if INSTANCE == 1 else f"lbc{INSTANCE}-"
+#: The instance's lab directory and apiserver port, unless told otherwise.
+DEFAULT_LAB_DIR: Final = "/run/lbconform/lab" + ("" if INSTANCE == 1 else str(INSTANCE))
+DEFAULT_API_PORT: Final = 16443 + max(INSTANCE, 1) - 1
 
 FABRIC_NS: Final = PREFIX + "fabric"
 LB_NS: Final = PREFIX + "lb"

@@ -1,0 +1,75 @@
+"""The lab tests that boot a lab of their own, run in a pytest of their own on a second lab.
+
+MetalLB's certification and kube-vip's test boot their own labs and need nothing of the
+session's. With ``--own-labs-beside`` (``make test``) the session leaves them out and runs them
+in a second pytest on lab instance ``INSTANCE`` (``$LBCONFORM_LAB_INSTANCE``: its own namespaces,
+directory and apiserver port), started once the reference runs have ended. The reference phase
+keeps both cores busy; what comes after it waits on timers (chaos experiments, grace periods),
+and so do these certifications, so the two share the machine without slowing each other much.
+
+The second pytest's output is printed when the session ends, and its failure fails the session.
+It has a process group of its own, so that an interrupted session gives it exactly one SIGINT,
+after which it takes its lab down as any interrupted session does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from lbconform_lab.topology import INSTANCE_ENV
+
+MARKER = "own_lab"
+OPTION = "--own-labs-beside"
+#: The lab instance the second pytest works with.
+INSTANCE = "2"
+#: An interrupted second pytest takes its lab down within this (a boot ends within 30 s).
+INTERRUPT_SECONDS = 120.0
+
+
+class Beside:
+    """The second pytest: the node ids it runs, its process and its output."""
+
+    def __init__(self, nodeids: list[str], rootdir: Path) -> None:
+        self.nodeids = nodeids
+        self.rootdir = rootdir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log: Path | None = None
+
+    def start(self) -> None:
+        """Starts it, once; nothing to run is nothing started."""
+        if self.proc is not None or not self.nodeids:
+            return
+        argv = [sys.executable, "-m", "pytest", *self.nodeids, "-p", "no:cacheprovider", "--durations=10"]
+        self.log = Path(tempfile.mkstemp(prefix="lbconform-beside-", suffix=".log")[1])
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(argv, cwd=self.rootdir, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env={**os.environ, INSTANCE_ENV: INSTANCE},
+                                         start_new_session=True)
+
+    def finish(self, interrupted: bool) -> tuple[int | None, str]:
+        """Waits for it (started now if it was not: the session had nothing after the runs) and
+        gives its exit status and output; an interrupted session interrupts it first."""
+        if not interrupted:
+            self.start()
+        if self.proc is None or self.log is None:
+            return None, ""
+        if interrupted:
+            self._interrupt()
+        rc = self.proc.wait()
+        output = self.log.read_text(errors="replace")
+        self.log.unlink(missing_ok=True)
+        return rc, output
+
+    def _interrupt(self) -> None:
+        """One SIGINT, as a Ctrl-C would give it (a second would cut its lab's teardown short)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(INTERRUPT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
