@@ -16,6 +16,7 @@ import pytest
 from lbconform.errors import LabError
 from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier, load
+from lbconform.nsexec import NETNS_RUN_DIR
 from lbconform.wait import poll_until
 from lbconform_lab import netns as ns
 from lbconform_lab import procs, topology
@@ -46,11 +47,24 @@ def lab_namespaces() -> set[str]:
 
 
 def processes_of(labdir: LabDir) -> list[str]:
-    """Processes still running any lab binary or the lab's agents."""
+    """Processes still running any lab binary or the lab's agents, but another lab's: those run
+    in namespaces the machine still names that are not this lab's (a process this lab left runs
+    in the root namespace or in one of its own, deleted or not)."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
     markers = ("lbconform_lab.agent", "lbconform_lab.forward", "/bin/kubernetes-v", "/bin/etcd-v",
                "/bin/lab-kubelet-v", "/bin/metallb-v")
-    return [line for line in out.stdout.splitlines() if any(m in line for m in markers)]
+    others = {os.stat(Path(NETNS_RUN_DIR) / name).st_ino for name in ns.list_netns()
+              if not name.startswith(topology.PREFIX)}
+    return [line for line in out.stdout.splitlines() if any(m in line for m in markers)
+            and _netns_inode(int(line.split()[0])) not in (others | {None})]
+
+
+def _netns_inode(pid: int) -> int | None:
+    """The inode of the process's network namespace; None once it has ended."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
 
 
 def assert_nothing_left(labdir: LabDir, before: dict[str, str]) -> None:
