@@ -158,7 +158,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         HARNESS_ALONE.prepare()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Waits for the tests beside before the session's fixtures end and its lab goes down: they
+    compare what their own lab leaves with the machine as it was when they began, this lab up."""
     HARNESS_ALONE.remove()
     beside = session.config.stash.get(_BESIDE, None)
     if beside is None:
