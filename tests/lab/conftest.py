@@ -210,6 +210,9 @@ def _in_its_phase(request: pytest.FixtureRequest) -> Iterator[None]:
             runs.wait_all()
         beside = item.config.stash.get(_BESIDE, None)
         if beside is not None:
+            # This session's lab is up from the start of the tests beside to their end: they
+            # compare what their own lab leaves with the machine as they found it.
+            request.getfixturevalue("lab")
             beside.start()
     yield
 
