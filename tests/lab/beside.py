@@ -7,7 +7,9 @@ directory and apiserver port), started once the reference runs have ended. The r
 keeps both cores busy; what comes after it waits on timers (chaos experiments, grace periods),
 and so do these certifications, so the two share the machine without slowing each other much.
 
-The second pytest's output is printed when the session ends, and its failure fails the session.
+The session's last test waits for it before the session's fixtures end, so that the session's lab
+is up from its start to its end (they compare what their lab leaves with the machine as they found
+it). Its output is printed when the session ends, and its failure fails the session.
 It has a process group of its own, so that an interrupted session gives it exactly one SIGINT,
 after which it takes its lab down as any interrupted session does.
 """
@@ -51,15 +53,21 @@ class Beside:
                                          stdin=subprocess.DEVNULL, env={**os.environ, INSTANCE_ENV: INSTANCE},
                                          start_new_session=True)
 
+    def wait(self) -> None:
+        """Waits for it to end (started now if it was not: the session had nothing after the
+        runs)."""
+        self.start()
+        if self.proc is not None:
+            self.proc.wait()
+
     def finish(self, interrupted: bool) -> tuple[int | None, str]:
-        """Waits for it (started now if it was not: the session had nothing after the runs) and
-        gives its exit status and output; an interrupted session interrupts it first."""
+        """Its exit status and output, once it has ended; an interrupted session interrupts it."""
         if not interrupted:
-            self.start()
+            self.wait()
+        elif self.proc is not None and self.proc.poll() is None:
+            self._interrupt()
         if self.proc is None or self.log is None:
             return None, ""
-        if interrupted:
-            self._interrupt()
         rc = self.proc.wait()
         output = self.log.read_text(errors="replace")
         self.log.unlink(missing_ok=True)

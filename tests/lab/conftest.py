@@ -159,9 +159,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last test, before the session's fixtures end and its lab goes down: waits for the
+    tests beside, which compare what their own lab leaves with the machine as they found it, this
+    session's lab up."""
+    beside = item.config.stash.get(_BESIDE, None)
+    if nextitem is None and beside is not None:
+        beside.wait()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Waits for the tests beside before the session's fixtures end and its lab goes down: they
-    compare what their own lab leaves with the machine as it was when they began, this lab up."""
     HARNESS_ALONE.remove()
     beside = session.config.stash.get(_BESIDE, None)
     if beside is None:
