@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -49,14 +50,25 @@ def lab_namespaces() -> set[str]:
 def processes_of(labdir: LabDir) -> list[str]:
     """Processes still running any lab binary or the lab's agents, but another lab's: those run
     in namespaces the machine still names that are not this lab's (a process this lab left runs
-    in the root namespace or in one of its own, deleted or not)."""
+    in the root namespace or in one of its own, deleted or not), or name another lab's directory
+    and not this one's (a client of another lab, such as its tests' ``kubectl logs -f``)."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
     markers = ("lbconform_lab.agent", "lbconform_lab.forward", "/bin/kubernetes-v", "/bin/etcd-v",
                "/bin/lab-kubelet-v", "/bin/metallb-v")
     others = {os.stat(Path(NETNS_RUN_DIR) / name).st_ino for name in ns.list_netns()
               if not name.startswith(topology.PREFIX)}
     return [line for line in out.stdout.splitlines() if any(m in line for m in markers)
-            and _netns_inode(int(line.split()[0])) not in (others | {None})]
+            and _netns_inode(int(line.split()[0])) not in (others | {None}) and not _names_another_lab(line)]
+
+
+def _names_another_lab(args: str) -> bool:
+    own = str(LabDir().root)
+    named = {m.group(0) for m in _LAB_DIR.finditer(args)}
+    return bool(named) and own not in named
+
+
+#: A lab's directory (``state.default_lab_dir``) as a process's arguments name it.
+_LAB_DIR = re.compile(r"/run/lbconform/lab\d*(?=/|\s|$)")
 
 
 def _netns_inode(pid: int) -> int | None:
