@@ -29,11 +29,12 @@ def record_lags(measure: Measure, name: str, lags: Lags, lb: LoadBalancer) -> No
 
 
 def follow_scale(lb: LoadBalancer, backends: Workload, replicas: int) -> Lags:
-    """Scale and time the pool's changes; new pods must start first, removed ones leave at once."""
-    up = replicas > len(backends.names())
-    timeout = lb.target.timeouts.rollout if up else lb.target.timeouts.endpoint_lag
-    return follow(lambda: backends.scale(replicas), lb.ready_endpoint_ips, lb.healthy, replicas, timeout,
-                  f"the pool of {lb.namespace}/{lb.name} to follow a scale to {replicas}")
+    """Scale and time the pool's changes: the cluster has ``rollout`` to start or remove the pods,
+    and the pool ``endpoint_lag`` from each change of the ready endpoints to show it."""
+    timeouts = lb.target.timeouts
+    return follow(lambda: backends.scale(replicas), lb.ready_endpoint_ips, lb.healthy, replicas,
+                  settle=timeouts.rollout, lag=timeouts.endpoint_lag,
+                  description=f"the pool of {lb.namespace}/{lb.name} to follow a scale to {replicas}")
 
 
 @pytest.mark.features(POOL, Feature.EXTERNAL_TRAFFIC_POLICY_CLUSTER)

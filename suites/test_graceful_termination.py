@@ -93,8 +93,13 @@ def test_in_flight_requests_finish_during_pre_stop(make_backends: MakeBackends, 
     lb.wait_for_serving(backends)
     fleet = make_fleet(lb, CONNECTIONS, timeout=LONG_REQUEST_SECONDS + lb.target.timeouts.request)
     victim = max(backends.names(), key=lambda b: sum(c.backend == b for c in fleet.connections))
+    (victim_node,) = (node for node, pods in backends.by_node().items()
+                      if victim in {p["metadata"]["name"] for p in pods})
+    entry = lb.node_ips({victim_node}) & lb.healthy()
     backends.delete_pod(victim)
     fleet.request(f"/shell?cmd=sleep%20{LONG_REQUEST_SECONDS}")
+    if entry:  # the next requests come once the LB has taken the victim's node out, still in its preStop
+        lb.wait_for_taken_out(entry)
     outcomes = fleet.request()
     assert outcomes == {ALIVE: CONNECTIONS}, [(c.backend, c.outcome, c.error) for c in fleet.connections
                                               if c.outcome != ALIVE]

@@ -129,6 +129,13 @@ class LoadBalancer:
         return self._wait_for_healthy_set(lambda healthy: healthy == want, f"to be {sorted(want)}",
                                           timeout or self.target.timeouts.health_transition)
 
+    def wait_for_taken_out(self, addresses: set[str], timeout: float | None = None) -> float:
+        """Wait until none of ``addresses`` is in the healthy set (within health_transition unless
+        told); returns the monotonic time it was seen."""
+        return self._wait_for_healthy_set(lambda healthy: not healthy & addresses,
+                                          f"to leave out {sorted(addresses)}",
+                                          timeout or self.target.timeouts.health_transition)
+
     def _wait_for_healthy_set(self, matches: Callable[[set[str]], bool], what: str, timeout: float) -> float:
         seen: dict[str, float] = {}
 

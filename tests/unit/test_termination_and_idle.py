@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, cast
 
 import pytest
@@ -11,6 +12,7 @@ from lbconform.idle import CannotObserve, ChangeTooSlow, IdleProbe, measure_idle
 from lbconform.providers.base import Declared
 from lbconform.termination import Ordering
 from lbconform.traffic.fleet import ALIVE, RESET
+from lbconform.wait import LbWaitTimeout, WaitTimeout
 
 LAB = Declared(health_check_interval=2.0, healthy_threshold=2, unhealthy_threshold=2, idle_timeout=240.0)
 
@@ -43,9 +45,32 @@ def test_percentiles_are_nearest_rank() -> None:
 def test_follow_times_additions_and_removals() -> None:
     ready_seq = iter([{"a"}, {"a"}, {"a", "b"}, {"a", "b"}, {"a", "b"}])
     pool_seq = iter([{"a"}, {"a"}, {"a"}, {"a", "b"}, {"a", "b"}])
-    lags = follow(lambda: None, lambda: next(ready_seq), lambda: next(pool_seq), 2, timeout=5,
+    lags = follow(lambda: None, lambda: next(ready_seq), lambda: next(pool_seq), 2, settle=5, lag=1,
                   description="test")
     assert set(lags.added) == {"b"} and 0.05 <= lags.added["b"] <= 0.5 and lags.removed == {}
+
+
+def test_follow_gives_the_cluster_its_own_time_and_the_pool_only_its_lag() -> None:
+    """Endpoints that take longer than the lag to change are the cluster's time, not the LB's; a
+    pool that has not shown a change within the lag of it is the LB's failure, named, at once."""
+    slow_endpoints = iter([{"a"}] * 8 + [{"a", "b"}] * 10)
+    pool_follows = iter([{"a"}] * 9 + [{"a", "b"}] * 9)
+    lags = follow(lambda: None, lambda: next(slow_endpoints), lambda: next(pool_follows), 2, settle=5,
+                  lag=0.3, description="test")
+    assert set(lags.added) == {"b"} and lags.added["b"] <= 0.3
+
+    stale = iter([{"a", "b"}] + [{"a"}] * 50)
+    start = time.monotonic()
+    with pytest.raises(LbWaitTimeout, match=r"not dropped.*'b'"):
+        follow(lambda: None, lambda: next(stale), lambda: {"a", "b"}, 1, settle=5, lag=0.3,
+               description="test")
+    assert time.monotonic() - start < 2
+
+
+def test_follow_whose_endpoints_never_settle_is_the_clusters_timeout_not_the_lbs() -> None:
+    with pytest.raises(WaitTimeout) as caught:
+        follow(lambda: None, lambda: {"a"}, lambda: {"a"}, 2, settle=0.3, lag=0.2, description="test")
+    assert not isinstance(caught.value, LbWaitTimeout)
 
 
 class FakeProbe:
