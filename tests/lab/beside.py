@@ -31,6 +31,9 @@ OPTION = "--own-labs-beside"
 INSTANCE = "2"
 #: An interrupted second pytest takes its lab down within this (a boot ends within 30 s).
 INTERRUPT_SECONDS = 120.0
+#: The session waits this long at most for the second pytest to end (its own runs took 13 to 16
+#: minutes here); past it, the second pytest is interrupted and fails the session.
+WAIT_SECONDS = 40 * 60.0
 
 
 class Beside:
@@ -41,6 +44,10 @@ class Beside:
         self.rootdir = rootdir
         self.proc: subprocess.Popen[bytes] | None = None
         self.log: Path | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.proc is not None
 
     def start(self) -> None:
         """Starts it, once; nothing to run is nothing started."""
@@ -55,10 +62,16 @@ class Beside:
 
     def wait(self) -> None:
         """Waits for it to end (started now if it was not: the session had nothing after the
-        runs)."""
+        runs), at most WAIT_SECONDS: then it is interrupted, and its exit status says so."""
         self.start()
-        if self.proc is not None:
-            self.proc.wait()
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            print(f"\nthe tests beside ran past {WAIT_SECONDS:g}s: interrupting them", file=sys.stderr,
+                  flush=True)
+            self._interrupt()
 
     def finish(self, interrupted: bool) -> tuple[int | None, str]:
         """Its exit status and output, once it has ended; an interrupted session interrupts it."""

@@ -217,7 +217,7 @@ def _in_its_phase(request: pytest.FixtureRequest) -> Iterator[None]:
         if runs is not None:
             runs.wait_all()
         beside = item.config.stash.get(_BESIDE, None)
-        if beside is not None:
+        if beside is not None and not beside.started:
             # This session's lab is up from the start of the tests beside to their end: they
             # compare what their own lab leaves with the machine as they found it.
             request.getfixturevalue("lab")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -58,17 +57,13 @@ def processes_of(labdir: LabDir) -> list[str]:
     others = {os.stat(Path(NETNS_RUN_DIR) / name).st_ino for name in ns.list_netns()
               if not name.startswith(topology.PREFIX)}
     return [line for line in out.stdout.splitlines() if any(m in line for m in markers)
-            and _netns_inode(int(line.split()[0])) not in (others | {None}) and not _names_another_lab(line)]
+            and _netns_inode(int(line.split()[0])) not in (others | {None})
+            and not _names_another_lab(line, labdir)]
 
 
-def _names_another_lab(args: str) -> bool:
-    own = str(LabDir().root)
-    named = {m.group(0) for m in _LAB_DIR.finditer(args)}
-    return bool(named) and own not in named
-
-
-#: A lab's directory (``state.default_lab_dir``) as a process's arguments name it.
-_LAB_DIR = re.compile(r"/run/lbconform/lab\d*(?=/|\s|$)")
+def _names_another_lab(args: str, labdir: LabDir) -> bool:
+    named = {m.group(0) for m in topology.LAB_DIR_PATTERN.finditer(args)}
+    return bool(named) and str(labdir.root) not in named
 
 
 def _netns_inode(pid: int) -> int | None:
@@ -228,14 +223,14 @@ def test_a_second_lab_instance_is_a_lab_of_its_own(no_lab: Lab) -> None:
         assert lab_namespaces() == first, "the second lab touched the first's namespaces"
         status = cli("lab", "status", env=second_env)
         assert status.returncode == 0, status.stdout
-        assert "/run/lbconform/lab2," in status.stdout and "127.0.0.1:16444" in status.stdout
+        assert f"{topology.lab_dir(2)}," in status.stdout and "127.0.0.1:16444" in status.stdout
         kubectl = cli("lab", "kubectl", "get", "nodes", "-o", "name", env=second_env)
         assert kubectl.returncode == 0 and kubectl.stdout.split() == ["node/node-1"], kubectl
     finally:
         down = cli("lab", "down", env=second_env)
     assert down.returncode == 0, down.stderr
     assert ns.list_netns() == first, "the second lab's down left its namespaces or took the first's"
-    assert not Path("/run/lbconform/lab2").exists()
+    assert not Path(topology.lab_dir(2)).exists()
     assert no_lab.status().processes and all(no_lab.status().processes.values()), "the first lab was hurt"
     assert no_lab.status().api_error == ""
 

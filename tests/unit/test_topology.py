@@ -66,3 +66,9 @@ def test_a_lab_of_a_bad_instance_is_refused_before_anything() -> None:
     result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LBCONFORM_LAB_INSTANCE": "x"},
                             capture_output=True, text=True, check=False)
     assert result.returncode != 0 and "LBCONFORM_LAB_INSTANCE='x' names no lab" in result.stderr
+
+
+def test_a_lab_directory_in_a_processs_arguments_is_found_by_its_instances_name() -> None:
+    args = f"kubectl --kubeconfig {topo.lab_dir(2)}/kubeconfig logs -f x --dir={topo.lab_dir(1)}"
+    assert [m.group(0) for m in topo.LAB_DIR_PATTERN.finditer(args)] == [topo.lab_dir(2), topo.lab_dir(1)]
+    assert not topo.LAB_DIR_PATTERN.search(f"{topo.lab_dir(1)}x/kubeconfig")

@@ -55,8 +55,20 @@ def check_instance() -> int:
 
 
 PREFIX: Final = "lbc-" if INSTANCE == 1 else f"lbc{INSTANCE}-"
+#: Where every instance's lab directory is, unless told otherwise (``lab_dir``).
+LABS_ROOT: Final = "/run/lbconform"
+
+
+def lab_dir(instance: int) -> str:
+    """Lab ``instance``'s directory, unless told otherwise: ``lab`` for the first, ``labN`` after."""
+    return f"{LABS_ROOT}/lab" + ("" if instance == 1 else str(instance))
+
+
+#: A lab directory as ``lab_dir`` names it, in a process's arguments.
+LAB_DIR_PATTERN: Final = re.compile(re.escape(LABS_ROOT) + r"/lab\d*(?=/|\s|$)")
+
 #: The instance's lab directory and apiserver port, unless told otherwise.
-DEFAULT_LAB_DIR: Final = "/run/lbconform/lab" + ("" if INSTANCE == 1 else str(INSTANCE))
+DEFAULT_LAB_DIR: Final = lab_dir(INSTANCE)
 DEFAULT_API_PORT: Final = 16443 + max(INSTANCE, 1) - 1
 
 FABRIC_NS: Final = PREFIX + "fabric"
