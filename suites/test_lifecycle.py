@@ -17,7 +17,6 @@ from lbconform.providers.base import NotSupported, Provider
 pytestmark = pytest.mark.features(Feature.LOAD_BALANCER_LIFECYCLE)
 
 
-
 def watch_address(lb: LoadBalancer) -> str | None:
     """The address as watched for lb_create once a change has taken effect: an implementation that
     gives a Service a new address on a change does so while it handles that change, and handling a
