@@ -49,7 +49,7 @@ VIP_SECONDS = 30.0
 #: does not exist; a rollout of its speakers moves each address to another node and back, so the
 #: connections established before it are not held to it (its new connections and address are);
 #: and under policy Local the address moves when its node's last endpoint goes, resetting what is
-#: under way through that node, so no rollout or drain that replaces that endpoint is hitless.
+#: under way through that node, so no rollout, drain or deletion that replaces that endpoint is hitless.
 NOT_SUPPORTED_ON_METALLB = {
     *(f"test_health_checks::{t}" for t in (
         "test_healthy_after_new_local_endpoint_ready",
@@ -71,6 +71,7 @@ NOT_SUPPORTED_ON_METALLB = {
     "chaos/test_lb_restart::test_restart_under_load_fails_no_request[node-agents]",
     "test_graceful_termination::test_rolling_update_fails_no_request[Local-daemonset]",
     "test_graceful_termination::test_rolling_update_fails_no_request[Local-deployment]",
+    "test_graceful_termination::test_in_flight_requests_finish_during_pre_stop",
     "chaos/test_drain_and_rollout::test_node_drain_fails_no_request",
 }
 

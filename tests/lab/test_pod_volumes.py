@@ -13,7 +13,7 @@ import pytest
 
 from lbconform.kube.manifests import Applier
 from lbconform.wait import poll_until
-from lbconform_lab import build
+from lbconform_lab import build, topology
 from lbconform_lab.cluster import Lab
 
 pytestmark = pytest.mark.lab
@@ -89,11 +89,13 @@ def _machine_files(lab: Lab) -> dict[str, str]:
     """Path -> size and mtime of what a pod must not change: /etc, /var, /run and $HOME.
 
     Left out, because other programs write there all the time: /var/log, /var/cache and
-    /var/tmp, the lab's own directory and /run/netns (the lab's namespaces), and the tool
-    directories in $HOME (only its own files and ~/.kube, where kubeconfigs live, are read).
+    /var/tmp, the lab's own directory and every other lab instance's (a lab beside this one, with
+    tests of its own), /run/netns (the labs' namespaces), and the tool directories in $HOME (only
+    its own files and ~/.kube, where kubeconfigs live, are read).
     """
     skip = {Path("/var/log"), Path("/var/cache"), Path("/var/tmp"), Path("/run/netns"),
-            lab.dir.root.resolve()}
+            lab.dir.root.resolve(),
+            *(Path(topology.lab_dir(n)) for n in range(1, topology.MAX_INSTANCES + 1))}
     home = Path.home()
     roots = [(Path("/etc"), True), (Path("/var"), True), (Path("/run"), True), (home, False),
              (home / ".kube", True)]
