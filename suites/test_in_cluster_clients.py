@@ -47,7 +47,7 @@ def sources_seen_from_a_pod(path: str, make_backends: MakeBackends, make_service
     lb = make_service(tweaks.traffic_policy_local)
     published_as_declared(lb, path)
     backends = make_backends()
-    lb.wait_for_backends(lb.answering_backends(backends))
+    lb.wait_for_answering(backends)
     [pod] = make_pod_clients(1)
     wait_for_answers(pod, lb.vip, lb.port(), timeouts.lb_propagation)
     return pod.address, pod.sources_seen(lb.vip, lb.port())

@@ -25,7 +25,7 @@ def test_client_source_ip_preserved(make_backends: MakeBackends, make_service: M
     """Backends see the client's own address as the source of its connections."""
     backends = make_backends()
     lb = make_service(tweaks.traffic_policy_local)
-    lb.wait_for_backends(lb.answering_backends(backends))
+    lb.wait_for_answering(backends)
     lb.must_keep_client_address()
     for _ in range(checks.SUCCESSES):
         seen, sent_from = client.source_seen(lb.vip, lb.port())
@@ -38,7 +38,7 @@ def test_only_nodes_with_local_endpoint_get_traffic(make_backends: MakeBackends,
     node without one, where kube-proxy would drop it)."""
     backends = make_backends(tweaks.one_per_node, replicas=len(target.node_addresses()) - 1)
     lb = make_service(tweaks.traffic_policy_local)
-    lb.wait_for_backends(lb.answering_backends(backends))
+    lb.wait_for_answering(backends)
     answers = [checks.answer_or_failure(client, lb.vip, lb.port()) for _ in range(CONNECTIONS)]
     assert set(answers) <= backends.names(), answers
 
@@ -85,7 +85,7 @@ def test_switching_policy_back_and_forth(make_backends: MakeBackends, make_servi
     for policy in ("Local", "Cluster", "Local"):
         lb.update(tweaks.traffic_policy(policy))
         assert (lb.health_check_node_port() is not None) == (policy == "Local")
-        lb.wait_for_backends(lb.answering_backends(backends))
+        lb.wait_for_answering(backends)
         if policy == "Local":
             wait_for_local_policy_applied(lb, backends, client, target)
             checks.wait_for_every_connection_answered(client, lb.vip, lb.port(), backends.names(),

@@ -168,13 +168,28 @@ class LoadBalancer:
         Cluster; under Local (where kube-proxy delivers only to the entry node's own backends)
         those on nodes not excluded from load balancers, and where one announcing node takes the
         traffic, those on that node: there the pool must be readable (it names the node)."""
+        if self._announced_local():
+            self.wait_for_settled_pool(backends)
+        return self._answering_now(backends)
+
+    def wait_for_answering(self, backends: Workload) -> None:
+        """Every backend that ``answering_backends`` names, and no other, answers through the VIP.
+        Where one announcing node takes a Local Service's traffic, a backend outside that set reads
+        the announcing node again: an announcement settled on one eligible node may still move to
+        another as the implementation catches up with the endpoints (MetalLB's speakers elect among
+        the nodes with ready endpoints), and the answers must then agree with the node it names."""
+        names = self.answering_backends(backends)
+        reread = (lambda: self._answering_now(backends)) if self._announced_local() else None
+        checks.wait_for_backends(self.target.client, self.vip, self.port(), names,
+                                 self.target.timeouts.lb_propagation, reread=reread)
+
+    def _announced_local(self) -> bool:
+        return self.policy() == "Local" and self.one_entry_node()
+
+    def _answering_now(self, backends: Workload) -> set[str]:
         if self.policy() != "Local" or not self.is_node_pool():
             return backends.names()
-        if self.one_entry_node():
-            self.wait_for_settled_pool(backends)
-            nodes = self.healthy_nodes()
-        else:
-            nodes = self.eligible_nodes()
+        nodes = self.healthy_nodes() if self.one_entry_node() else self.eligible_nodes()
         return {p["metadata"]["name"] for node, pods in backends.by_node().items() if node in nodes
                 for p in pods}
 
@@ -268,7 +283,7 @@ class LoadBalancer:
         address in the Service's status is not yet a served one: MetalLB announces it before
         kube-proxy has its rules, and a cloud publishes a hostname before it resolves."""
         self.wait_for_settled_pool(backends)
-        self.wait_for_backends(self.answering_backends(backends))
+        self.wait_for_answering(backends)
 
     def wait_for_settled_pool(self, backends: Workload) -> None:
         """Where the provider can read the pool, wait until it is what it should be (a check that

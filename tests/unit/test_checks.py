@@ -60,6 +60,23 @@ def test_an_lb_that_keeps_sending_elsewhere_never_settles() -> None:
         wait(itertools.cycle(["b", "a", "a"]), {"a"}, timeout=1.5)
 
 
+def test_an_announcer_that_moved_is_followed_where_the_implementation_names_it() -> None:
+    """One announcing node: the set read before the speakers caught up names "a", the traffic goes
+    to "b" and the implementation now names "b": the wait follows it, needing answers in a row."""
+    client = ScriptedClient(itertools.repeat("b"))
+    views = iter([{"b"}])
+    checks.wait_for_backends(cast(Client, cast(Any, client)), "198.18.0.10", 80, {"a"}, 3.0,
+                             reread=lambda: next(views))
+    assert client.asked == checks.SETTLED
+
+
+def test_traffic_elsewhere_than_the_implementation_names_is_not_followed() -> None:
+    client = ScriptedClient(itertools.repeat("b"))
+    with pytest.raises(LbWaitTimeout, match=r"all 1 backends.*'b'"):
+        checks.wait_for_backends(cast(Client, cast(Any, client)), "198.18.0.10", 80, {"a"}, 0.5,
+                                 reread=lambda: {"a"})
+
+
 def test_reachable_by_named_backends_ignores_an_address_last_services_backends() -> None:
     """An address reused from a deleted Service answers from that Service's backend first: the
     wait for this Service's backends goes on until SUCCESSES answers in a row are its own."""

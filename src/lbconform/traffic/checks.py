@@ -32,24 +32,31 @@ def converge(holds: Callable[[], bool], description: str, timeout: float, last: 
         raise type(exc)(exc.description, exc.timeout, last, exc.last_error) from None
 
 
-def wait_for_backends(client: Client, host: str, port: int, want: set[str], timeout: float) -> None:
+def wait_for_backends(client: Client, host: str, port: int, want: set[str], timeout: float,
+                      reread: Callable[[], set[str]] | None = None) -> None:
     """New connections until exactly ``want`` have answered ``/hostname``. An answer from a
     backend outside ``want`` starts the count again, and from then on the wait also needs
     ``SETTLED`` answers in a row from ``want``: a change still propagating (a policy switch, an
     announcer moving) settles, while an LB that keeps sending some connections elsewhere does
-    not. The outsider shows in the last value."""
+    not. With ``reread``, an outsider's answer reads ``want`` again first (where it follows the
+    implementation's own view, which may have moved meanwhile). The outsider shows in the last
+    value."""
     seen: set[str] = set()
     since_stray: list[str] = []  # the answers since the last outsider
     strayed = False
 
     def answered() -> bool:
-        nonlocal strayed
+        nonlocal strayed, want
         backend = client.backend(host, port, probe=True)
         seen.add(backend)
         if backend not in want:
             strayed = True
             since_stray.clear()
-            return False
+            if reread is None:
+                return False
+            want = reread()
+            if backend not in want:
+                return False
         since_stray.append(backend)
         return set(since_stray) == want and (not strayed or len(since_stray) >= SETTLED)
 
