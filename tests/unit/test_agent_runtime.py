@@ -42,7 +42,9 @@ def _container(tmp_path: Path, linger: float, pre_stop: dict | None) -> tuple[Co
     spec = {"name": "app", "lifecycle": {"preStop": pre_stop} if pre_stop else {}}
     c = Container(spec, Program([sys.executable, str(script), str(linger)], "test"))
     log = tmp_path / "app.log"
-    c.start(None, c.program.argv if c.program else [], {"PATH": "/usr/bin:/bin"}, log)
+    # Started as a container's setup starts its program: stdin closed first (the start waits for it).
+    argv = ["sh", "-c", 'exec </dev/null; exec "$@"', "-", *(c.program.argv if c.program else [])]
+    c.start(None, argv, {"PATH": "/usr/bin:/bin"}, log)
     deadline = time.monotonic() + 10
     while "UP" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 import subprocess
 from decimal import Decimal
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 
 from lbconform_lab.agent import envsources, rootfs, tokens
+from lbconform_lab.agent.containers import Container
+from lbconform_lab.agent.images import Program
 from lbconform_lab.agent.objects import CONFIG_MAP, SECRET, Data, Missing, ObjectCache
 from lbconform_lab.agent.tokens import Token, TokenManager
 from lbconform_lab.agent.volumes import PodContext, PodVolumes, write_atomically
@@ -213,3 +216,25 @@ def test_a_projected_token_is_rewritten_once_due_and_not_before(
     assert token_file.read_text() == "token-2" and len(issuer.requests) == 2
     volumes.remove()
     assert not token_file.exists()
+
+
+@root_only
+def test_a_started_container_is_entered_in_its_own_root(tmp_path: Path) -> None:
+    """Once a start returns, an exec into the container (``rootfs.exec_argv``) finds the pod's
+    root, its /etc/hostname naming the pod: the setup mounts for tens of milliseconds first, and
+    an exec entering before would read the machine's."""
+    assert socket.gethostname() != "pod-a"
+    (tmp_path / "lab").mkdir()
+    c = Container({"name": "main"}, Program(["sleep", "30"], "test"))
+    argv = rootfs.container_argv(tmp_path / "scratch", "pod-a", "100.64.9.9", "/", tmp_path / "lab", [],
+                                 ["sleep", "30"])
+    c.start(None, argv, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, tmp_path / "main.log")
+    try:
+        assert c.proc is not None
+        seen = subprocess.run(rootfs.exec_argv(c.proc.pid, ["cat", "/etc/hostname"]), capture_output=True,
+                              text=True, timeout=10, check=False)
+        assert (seen.returncode, seen.stdout) == (0, "pod-a\n"), seen.stderr
+    finally:
+        assert c.proc is not None
+        c.proc.kill()
+        c.proc.wait()

@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -33,6 +34,8 @@ Json = Mapping[str, Any]
 
 #: The kubelet never gives a container less than this after its preStop hook.
 MINIMUM_GRACE_SECONDS = 2
+#: How long a start waits for the container's root to be in place (its setup takes tens of ms).
+ROOT_READY_SECONDS = 10.0
 #: Restart back-off: the kubelet starts at 10 s and doubles to 5 min; the lab is faster
 #: so that crash-looping test pods do not stall suites, with the same doubling.
 BACKOFF_INITIAL_SECONDS = 1.0
@@ -114,17 +117,33 @@ class Container:
     # --- lifecycle ---------------------------------------------------------------------
     def start(self, netns: str | None, argv: list[str], env: Mapping[str, str], log_path: Path) -> None:
         """Start ``argv`` (the program wrapped in its root, ``rootfs.container_argv``) in the pod's
-        network namespace; this run's output goes to ``log_path`` and the last run's stays."""
+        network namespace; this run's output goes to ``log_path`` and the last run's stays.
+
+        It returns once the root is in place, as a runtime's start returns once the container's
+        process runs: an exec or a probe entering the container before would find the machine's
+        root (its /etc/hostname). Its stdin is a pipe that the setup closes then (or that closes
+        as it ends); ``ROOT_READY_SECONDS`` bounds the wait."""
         assert self.program is not None
         log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.log_path is not None and self.log_path != log_path:
             self.previous_log = self.log_path
         self.log_path = log_path
-        with open(log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                in_netns(netns, argv), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True, cwd="/",
-            )
+        ready_r, ready_w = os.pipe()
+        try:
+            with open(log_path, "ab") as out:
+                self.proc = subprocess.Popen(
+                    in_netns(netns, argv), stdout=out, stderr=subprocess.STDOUT,
+                    stdin=ready_w, env=dict(env), start_new_session=True, cwd="/",
+                )
+            os.close(ready_w)
+            ready_w = -1
+            # Nothing is written: readable means end of file, the setup's stdin closed.
+            if not select.select([ready_r], [], [], ROOT_READY_SECONDS)[0]:
+                log.warning("%s: root not in place after %ss", self.name, ROOT_READY_SECONDS)
+        finally:
+            os.close(ready_r)
+            if ready_w >= 0:
+                os.close(ready_w)
         self.exit_code = None
         self.exit_reason = ""
         self.finished_at = ""

@@ -35,6 +35,8 @@ from lbconform.cache import cache_root
 #: Shell run inside the new mount and UTS namespaces; $0 is the scratch directory, then the
 #: hostname, the pod IP, the working directory, the count of hidden paths, the hidden paths,
 #: the count of (source, target, ro, kind) mount quads, the quads, and "--" before the program.
+#: Its stdin is closed (replaced by /dev/null) once the root is in place, just before the program
+#: starts: ``containers.Container.start`` waits for that, on a pipe it gave as stdin.
 _SETUP = r'''
 set -e
 scratch=$0 host=$1 ip=$2 wd=$3; shift 3
@@ -66,6 +68,7 @@ cd "$r"
 pivot_root . .
 umount -l .
 cd "$wd" 2>/dev/null || cd /
+exec </dev/null
 exec "$@"
 '''
 
@@ -127,7 +130,8 @@ def program_paths() -> list[Path]:
 def container_argv(scratch: Path, hostname: str, pod_ip: str, workdir: str, lab_dir: Path,
                    mounts: Sequence[Mount], argv: Sequence[str]) -> list[str]:
     """argv that runs ``argv`` as a container: new mount and UTS namespaces, the overlay root,
-    the hidden paths, the program paths bound back where hidden, and ``mounts``."""
+    the hidden paths, the program paths bound back where hidden, and ``mounts``. The program's
+    stdin is /dev/null; the setup's is closed once the root is in place."""
     hidden = hidden_paths(lab_dir)
     back = [Mount(p, str(p)) for p in program_paths()
             if p.exists() and any(_under(p, Path(h)) for h in hidden)]

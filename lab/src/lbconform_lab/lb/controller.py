@@ -185,10 +185,11 @@ class Controller:
         slices = self.watch.slices_by_service()
         plans = []
         seen = set()
+        releases: list[Json] = []
         for svc in services:
             key = Informer.key(svc)
             if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc, self.defects_for(svc)):
-                self._release(svc)
+                releases.append(svc)
                 continue
             seen.add(key)
             p = self._ensure(svc, slices.get(key, []), nodes)
@@ -197,6 +198,7 @@ class Controller:
         for key in list(self.services):
             if key not in seen:
                 self._forget(key)
+        released = [cleared for svc in releases if (cleared := self._let_go(svc)) is not None]
         self.published.retry_removals(self.services)
         plans += self._ghost_plans()
         ruleset = nft.render(sorted(plans, key=lambda p: p.index), self.timeouts)
@@ -206,6 +208,8 @@ class Controller:
         self.flows.run()
         self.warm.clear()
         self._publish()
+        for svc, clear in released:
+            self._write_release(svc, clear)
 
     def _publish(self) -> None:
         """The pass's end: its view replaces the last one, the LB is ready, and what a restart
@@ -318,9 +322,10 @@ class Controller:
             else:
                 self.flows.forget(st, None)
 
-    def _release(self, svc: Json) -> None:
-        """A Service the LB does not serve (deleted, of another type or class): its state let go,
-        its address out of its status if its type changed, its finalizer removed."""
+    def _let_go(self, svc: Json) -> tuple[Json, bool] | None:
+        """A Service the LB does not serve (deleted, of another type or class): its state let go.
+        What is left to write once its rules are gone and the view no longer holds it: the Service,
+        and whether its address comes out of its status (its type changed); None if nothing."""
         key = Informer.key(svc)
         retyped = not svc["metadata"].get("deletionTimestamp") and svc["spec"].get("type") != "LoadBalancer"
         if key in self.services and self.services[key].uid == svc["metadata"]["uid"]:
@@ -329,8 +334,14 @@ class Controller:
             if retyped:
                 self.released.add(svc["metadata"]["uid"])
         if retyped and not apply(At.TYPE_CHANGE, True, self.defects_for(svc)):
-            return
-        if retyped and svc.get("status", {}).get("loadBalancer", {}).get("ingress"):
+            return None
+        return svc, bool(retyped and svc.get("status", {}).get("loadBalancer", {}).get("ingress"))
+
+    def _write_release(self, svc: Json, clear: bool) -> None:
+        """The release written, as a cloud provider writes it once the load balancer is deleted:
+        the address out of the status if ``clear``, then the finalizer removed. A reader that sees
+        the Service gone finds neither its rules nor its state."""
+        if clear:
             self.writes.clear(svc)
         self.writes.remove_finalizer(svc)
 

@@ -7,6 +7,12 @@ are queued during a pass and run once its ruleset is in (``run``), as kube-proxy
 deleted before, a packet arriving in between would make its entry again through the old rules, to
 the backend that left, and a UDP flow's every datagram would keep it there (seen as a UDP flow that
 never reached its new server, with many Services per pass).
+
+A deletion is a conntrack dump filtered by the Service's address. One that fails (the kernel may
+interrupt a dump when the table changes under it, and ``conntrack`` then exits with "Interrupted
+system call", having deleted some entries or none) is logged and run again until it completes,
+``ATTEMPTS`` runs in all, as kube-proxy and Calico's Felix retry theirs: a flow a failed deletion
+missed would stay pinned where the Service asked for it to be forgotten.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from lbconform_lab.lb.params import Params
 from lbconform_lab.lb.service import ServiceState
 
 log = logging.getLogger(__name__)
+
+#: Runs of one deletion before the LB gives up on it (each interrupted run is logged).
+ATTEMPTS = 5
 
 
 def on_change(params: Params) -> Forget:
@@ -70,7 +79,26 @@ class Flows:
         """Run the queued deletions (the pass's ruleset is in)."""
         queue, self.queue = self.queue, []
         for st, argv, which in queue:
-            out = subprocess.run(argv, capture_output=True, text=True, check=False)
-            count = sum(1 for line in out.stdout.splitlines() if line.strip())
+            count = delete(argv)
             st.counters["flowsForgotten"] += count
             log.info("%s: forgot %d flows%s", st.key, count, which)
+
+
+def completed(returncode: int, stderr: str) -> bool:
+    """Whether a ``conntrack -D`` run went through the whole table (it exits 1 where it deleted
+    nothing, and says so)."""
+    return returncode == 0 or "flow entries have been deleted" in stderr
+
+
+def delete(argv: list[str]) -> int:
+    """Run one deletion until it completes (at most ``ATTEMPTS`` runs); the entries it deleted."""
+    count = 0
+    for attempt in range(1, ATTEMPTS + 1):
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+        count += sum(1 for line in out.stdout.splitlines() if line.strip())
+        if completed(out.returncode, out.stderr):
+            return count
+        log.warning("%s: run %d of %d did not complete: %s", " ".join(argv), attempt, ATTEMPTS,
+                    out.stderr.strip())
+    log.error("%s: gave up after %d runs; flows it did not reach stay pinned", " ".join(argv), ATTEMPTS)
+    return count
