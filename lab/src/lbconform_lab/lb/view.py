@@ -2,13 +2,14 @@
 ``View`` that the pass replaces whole when it ends, and how long a reader waits for the pass in
 progress (``Passes``).
 
-A pass writes to the apiserver as it goes (a finalizer removed, a status), so whoever sees such a
-write and then asks the API must get the view of that pass: a reader waits for the pass in
-progress to end, as it waited for the pass's lock before. It waits at most ``VIEW_WAIT_SECONDS``,
-then gets the last view: under the reference phase's load one pass held that lock past the
-client's 5 s timeout, and three concurrent runs broke at once on a state API that did not answer.
-A view is built from the pass's own state at its end, in the pass's thread, so it is never
-half-updated; a reader holds one reference to a view that no one changes afterwards.
+A pass writes to the apiserver as it goes (a status, a finalizer; a release's only once the pass's
+rules and view no longer hold the Service), so whoever sees such a write and then asks the API must
+get the view of that pass: a reader waits for the pass in progress to end, as it waited for the
+pass's lock before. It waits at most ``VIEW_WAIT_SECONDS``, then gets the last view: under the
+reference phase's load one pass held that lock past the client's 5 s timeout, and three concurrent
+runs broke at once on a state API that did not answer. A view is built from the pass's own state at
+its end, in the pass's thread, so it is never half-updated; a reader holds one reference to a view
+that no one changes afterwards.
 """
 
 from __future__ import annotations
