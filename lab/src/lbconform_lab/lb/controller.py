@@ -185,11 +185,12 @@ class Controller:
         slices = self.watch.slices_by_service()
         plans = []
         seen = set()
-        releases: list[Json] = []
+        released: list[Json] = []
         for svc in services:
             key = Informer.key(svc)
             if svc["metadata"].get("deletionTimestamp") or not wants_lb(svc, self.defects_for(svc)):
-                releases.append(svc)
+                if (done := self._let_go(svc)) is not None:
+                    released.append(done)
                 continue
             seen.add(key)
             p = self._ensure(svc, slices.get(key, []), nodes)
@@ -198,7 +199,6 @@ class Controller:
         for key in list(self.services):
             if key not in seen:
                 self._forget(key)
-        released = [cleared for svc in releases if (cleared := self._let_go(svc)) is not None]
         self.published.retry_removals(self.services)
         plans += self._ghost_plans()
         ruleset = nft.render(sorted(plans, key=lambda p: p.index), self.timeouts)
@@ -208,8 +208,10 @@ class Controller:
         self.flows.run()
         self.warm.clear()
         self._publish()
-        for svc, clear in released:
-            self._write_release(svc, clear)
+        # As a cloud provider removes the finalizer once the load balancer is deleted: a reader
+        # who sees the Service gone finds neither its rules nor its state.
+        for svc in released:
+            self.writes.remove_finalizer(svc)
 
     def _publish(self) -> None:
         """The pass's end: its view replaces the last one, the LB is ready, and what a restart
@@ -322,10 +324,10 @@ class Controller:
             else:
                 self.flows.forget(st, None)
 
-    def _let_go(self, svc: Json) -> tuple[Json, bool] | None:
-        """A Service the LB does not serve (deleted, of another type or class): its state let go.
-        What is left to write once its rules are gone and the view no longer holds it: the Service,
-        and whether its address comes out of its status (its type changed); None if nothing."""
+    def _let_go(self, svc: Json) -> Json | None:
+        """A Service the LB does not serve (deleted, of another type or class): its state let go,
+        its address out of its status if its type changed. The Service whose finalizer is left to
+        remove once the pass's rules and view no longer hold it; None if nothing is."""
         key = Informer.key(svc)
         retyped = not svc["metadata"].get("deletionTimestamp") and svc["spec"].get("type") != "LoadBalancer"
         if key in self.services and self.services[key].uid == svc["metadata"]["uid"]:
@@ -335,15 +337,9 @@ class Controller:
                 self.released.add(svc["metadata"]["uid"])
         if retyped and not apply(At.TYPE_CHANGE, True, self.defects_for(svc)):
             return None
-        return svc, bool(retyped and svc.get("status", {}).get("loadBalancer", {}).get("ingress"))
-
-    def _write_release(self, svc: Json, clear: bool) -> None:
-        """The release written, as a cloud provider writes it once the load balancer is deleted:
-        the address out of the status if ``clear``, then the finalizer removed. A reader that sees
-        the Service gone finds neither its rules nor its state."""
-        if clear:
+        if retyped and svc.get("status", {}).get("loadBalancer", {}).get("ingress"):
             self.writes.clear(svc)
-        self.writes.remove_finalizer(svc)
+        return svc
 
     # --- across restarts -------------------------------------------------------------------
     def _save(self) -> None:

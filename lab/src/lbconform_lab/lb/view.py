@@ -2,8 +2,8 @@
 ``View`` that the pass replaces whole when it ends, and how long a reader waits for the pass in
 progress (``Passes``).
 
-A pass writes to the apiserver as it goes (a status, a finalizer; a release's only once the pass's
-rules and view no longer hold the Service), so whoever sees such a write and then asks the API must
+A pass writes to the apiserver as it goes (a status, a finalizer; a release's finalizer only once the
+pass's rules and view no longer hold the Service), so whoever sees such a write and then asks the API must
 get the view of that pass: a reader waits for the pass in progress to end, as it waited for the
 pass's lock before. It waits at most ``VIEW_WAIT_SECONDS``, then gets the last view: under the
 reference phase's load one pass held that lock past the client's 5 s timeout, and three concurrent
