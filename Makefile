@@ -5,8 +5,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # chromium renders the HTML report in tests/unit/test_html_report.py (headless, no Playwright).
 # gcc, libc6-dev and libseccomp-dev build the nodes' runc (cgo) and pause (gcc -static) with
-# `lbconform lab build --with nodes`, which checks for them too.
-DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps chromium gcc libc6-dev libseccomp-dev
+# `lbconform lab build --with nodes`, which checks for them too; busybox-static, curl and
+# netcat-openbsd go into the real nodes' agnhost image (lbconform_lab.images).
+DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps chromium gcc libc6-dev libseccomp-dev \
+	busybox-static curl netcat-openbsd
 STAMP  := $(VENV)/.installed
 # Shared with src/lbconform_lab/build.py: built binaries and the Allure CLI live outside the repo.
 LBCONFORM_CACHE ?= $(HOME)/.cache/lbconform
@@ -52,9 +54,10 @@ $(STAMP): pyproject.toml lab/pyproject.toml
 	touch $(STAMP)
 
 # MetalLB and kube-vip too: the lab tests certify them (lab up --lb metallb|kube-vip), and each
-# builds in its own module.
+# builds in its own module; and the real nodes' kubelet, containerd, runc, CNI plugins and crictl
+# (lab up --node-runtime containerd, which tests/lab/test_real_nodes.py boots).
 binaries: python
-	$(BIN)/lbconform lab build --with metallb --with kube-vip
+	$(BIN)/lbconform lab build --with metallb --with kube-vip --with nodes
 
 # One folder per version, so a new pin installs beside the old one and never mixes with it;
 # the CLI's own file is the stamp, written last by npm.

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,8 +19,8 @@ from lbconform.kube import tweaks
 from lbconform.kube.manifests import Applier, load
 from lbconform.nsexec import NETNS_RUN_DIR
 from lbconform.wait import poll_until
+from lbconform_lab import machine, nodeconfig, procs, topology
 from lbconform_lab import netns as ns
-from lbconform_lab import procs, topology
 from lbconform_lab.cluster import Lab
 from lbconform_lab.state import LabDir
 from tests.lab.helpers import LabSession
@@ -32,7 +33,16 @@ def root_namespace_snapshot() -> dict[str, str]:
     def out(*argv: str) -> str:
         return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
 
+    lab_dir = str(LabDir().root)
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+              if line.split()[4].startswith((lab_dir, "/run/containerd"))]
     return {
+        # What real nodes hold of the machine (lbconform_lab.machine, realnode).
+        "sysctls": json.dumps({k: Path("/proc/sys", k).read_text() for k in nodeconfig.KUBELET_SYSCTLS}),
+        "cgroups": json.dumps(sorted(str(p) for p in Path("/sys/fs/cgroup").glob(
+            f"*/{machine.CGROUP_TOP}/{topology.PREFIX.rstrip('-')}"))),
+        "mounts": json.dumps(mounts),
+        "/run/containerd": str(Path("/run/containerd").exists()),
         "links": out("ip", "-o", "link", "show"),
         "addresses": out("ip", "-o", "addr", "show"),
         "routes": out("ip", "-o", "route", "show", "table", "all"),
@@ -53,7 +63,7 @@ def processes_of(labdir: LabDir) -> list[str]:
     and not this one's (a client of another lab, such as its tests' ``kubectl logs -f``)."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
     markers = ("lbconform_lab.agent", "lbconform_lab.forward", "/bin/kubernetes-v", "/bin/etcd-v",
-               "/bin/lab-kubelet-v", "/bin/metallb-v")
+               "/bin/lab-kubelet-v", "/bin/metallb-v", "/bin/kubelet-v", "/bin/containerd-v")
     others = {os.stat(Path(NETNS_RUN_DIR) / name).st_ino for name in ns.list_netns()
               if not name.startswith(topology.PREFIX)}
     return [line for line in out.stdout.splitlines() if any(m in line for m in markers)

@@ -10,8 +10,8 @@ import os
 import sys
 
 from lbconform.errors import LbconformError
-from lbconform_lab import build, topology
-from lbconform_lab.cluster import DEFAULT_API_PORT, LBS, REFERENCE_LB, Lab
+from lbconform_lab import build, realnode, topology
+from lbconform_lab.cluster import AGENT, CONTAINERD, DEFAULT_API_PORT, LBS, NODE_RUNTIMES, REFERENCE_LB, Lab
 from lbconform_lab.lb.client import LabLB
 from lbconform_lab.lb.params import MODES
 
@@ -36,7 +36,7 @@ def cmd_lab_build(args: argparse.Namespace) -> int:
 def cmd_lab_up(args: argparse.Namespace) -> int:
     lab = _lab(args)
     report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect),
-                    lb_mode=args.lb_mode, lb=args.lb)
+                    lb_mode=args.lb_mode, lb=args.lb, node_runtime=args.node_runtime)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items())
     print(f"lab is up: {args.nodes} nodes Ready in {report.total:.1f}s ({phases})")
     print(f"  kubectl:  lbconform lab kubectl get nodes  (or KUBECONFIG={lab.dir.kubeconfig} kubectl)")
@@ -87,6 +87,22 @@ def cmd_lab_exec(args: argparse.Namespace) -> int:
     argv = ["ip", "netns", "exec", topology.CLIENT_NS, "env",
             f"KUBECONFIG={lab.dir.lab_kubeconfig}", *command]
     os.execvp("ip", argv)
+    return 127
+
+
+def cmd_lab_crictl(args: argparse.Namespace) -> int:
+    """The built crictl against one real node's containerd, in the node's namespaces (where its
+    containerd serves the streams of exec and logs)."""
+    lab = _lab(args)
+    state = lab.dir.read()
+    if state.node_runtime != CONTAINERD:
+        raise LbconformError(f"lab crictl needs real nodes: this lab's nodes run the {state.node_runtime} "
+                             "(lab up --node-runtime containerd)")
+    node = topology.node_by_name(args.node, state.nodes)
+    p = realnode.paths(node, lab.dir.node_dir(node.name))
+    argv = realnode.enter_argv_plain(p, [str(build.binary("crictl")), f"--runtime-endpoint=unix://{p.socket}",
+                                         f"--image-endpoint=unix://{p.socket}", *args.args])
+    os.execvp(argv[0], argv)
     return 127
 
 
@@ -146,6 +162,10 @@ class LabCommands:
         up.add_argument("--lb-mode", choices=MODES,
                         help="the reference LB's default backend mode, node unless told "
                              "(per Service: lab.lbconform.io/mode)")
+        up.add_argument("--node-runtime", default=AGENT, metavar="NAME",
+                        help=f"what runs the nodes' pods: {', '.join(NODE_RUNTIMES)} (default: {AGENT}; "
+                             f"{CONTAINERD}: the real kubelet with containerd and runc, built with "
+                             "'lab build --with nodes')")
         up.add_argument("--lb", default=REFERENCE_LB, metavar="NAME",
                         help=f"the lab's load balancer: {', '.join(LBS)} (default: {REFERENCE_LB}; "
                              "the others "
@@ -166,6 +186,10 @@ class LabCommands:
         ex = lab.add_parser("exec", help="run a command in the client namespace")
         ex.add_argument("command", nargs=argparse.REMAINDER)
         ex.set_defaults(func=cmd_lab_exec)
+        cr = lab.add_parser("crictl", help="the built crictl against a real node's containerd")
+        cr.add_argument("node")
+        cr.add_argument("args", nargs=argparse.REMAINDER)
+        cr.set_defaults(func=cmd_lab_crictl)
         node = lab.add_parser("node", help="kill or start a node")
         node.add_argument("action", choices=("kill", "start"))
         node.add_argument("name")

@@ -26,7 +26,18 @@ from lbconform.errors import LabError, UsageError
 from lbconform.kube.rawapi import Json, RawApi, api_client
 from lbconform.logs import log_tail
 from lbconform.wait import poll_until
-from lbconform_lab import build, controlplane, kubevip, metallb, network, procs
+from lbconform_lab import (
+    build,
+    controlplane,
+    images,
+    kubevip,
+    machine,
+    metallb,
+    network,
+    nodeconfig,
+    procs,
+    realnode,
+)
 from lbconform_lab import netns as ns
 from lbconform_lab import topology as topo
 from lbconform_lab.lb import published
@@ -63,6 +74,23 @@ LBS: Final = (REFERENCE_LB, METALLB, KUBE_VIP)
 LB_NAMES: Final = {METALLB: "MetalLB", KUBE_VIP: "kube-vip"}
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+#: What runs a lab node's pods (``lab up --node-runtime``): the node agent, or the real kubelet
+#: with containerd, runc and the CNI plugins (built with ``lab build --with nodes``; not yet the
+#: default while every suite and lab test moves to it).
+AGENT, CONTAINERD = "agent", "containerd"
+NODE_RUNTIMES: Final = (AGENT, CONTAINERD)
+
+
+def kubelet_api_rbac() -> Json:
+    """The apiserver's kubelet client may use every kubelet's API (logs, exec, port-forward), as
+    kubeadm binds it: a real kubelet asks the apiserver to authorize each caller."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "lbconform:kubelet-api-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:kubelet-api-admin"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                          "name": controlplane.KUBELET_CLIENT_USER}]}
 
 
 def lb_rbac() -> list[Json]:
@@ -101,6 +129,12 @@ def kubelet_api_certs(pki: Pki, lab: LabDir, nodes: list[topo.Node]) -> tuple[Pa
 
 def agent_key(node: topo.Node) -> str:
     return f"agent-{node.name}"
+
+
+def node_keys(node: topo.Node) -> tuple[str, ...]:
+    """The recorded processes that are the node, whichever its runtime (the agent, or the real
+    node's kubelet, containerd and kube-proxy)."""
+    return (agent_key(node), f"kubelet-{node.name}", f"containerd-{node.name}", f"kube-proxy-{node.name}")
 
 
 @dataclass
@@ -182,7 +216,7 @@ class Lab:
     # --- up ------------------------------------------------------------------------------
     def up(self, node_count: int = 3, api_port: int = DEFAULT_API_PORT,
            lb_defects: tuple[str, ...] = (), lb_mode: str | None = None,
-           lb: str = REFERENCE_LB) -> BootReport:
+           lb: str = REFERENCE_LB, node_runtime: str = AGENT) -> BootReport:
         """Boot a lab. ``lb_mode`` and ``lb_defects`` are the reference LB's; with ``lb`` metallb
         or kube-vip the lab runs that instead, which has neither."""
         nodes = topo.nodes(node_count)
@@ -202,6 +236,16 @@ class Lab:
         unknown = sorted(set(lb_defects) - set(DEFECTS))
         if unknown:
             raise UsageError(f"unknown LB defect {unknown[0]!r}: the lab knows {', '.join(DEFECTS)}")
+        if node_runtime not in NODE_RUNTIMES:
+            raise UsageError(f"--node-runtime must be one of {', '.join(NODE_RUNTIMES)}, "
+                             f"not {node_runtime!r}")
+        if node_runtime == CONTAINERD and not build.optional_built("nodes"):
+            raise UsageError("--node-runtime containerd: the real nodes' components are not built; "
+                             "run 'lbconform lab build --with nodes' first")
+        if node_runtime == CONTAINERD and images.missing():
+            raise UsageError(f"--node-runtime containerd: the nodes' images need "
+                             f"{', '.join(images.missing())}: install the Debian packages "
+                             f"{' '.join(images.DEBS)} (make setup does)")
         self.preflight(nodes, api_port, lb)
         report = BootReport()
         if not build.binaries_built():
@@ -209,7 +253,7 @@ class Lab:
                 build.Builder(progress=self.progress).build_all()
         self.dir.root.mkdir(parents=True, exist_ok=True)
         state = LabState(nodes=node_count, api_port=api_port, lb=lb, lb_mode=lb_mode,
-                         lb_defects=list(lb_defects))
+                         lb_defects=list(lb_defects), node_runtime=node_runtime)
         self.dir.write(state)
         try:
             self._boot(state, nodes, report)
@@ -269,9 +313,18 @@ class Lab:
             with self._phase(report, "load balancer"):
                 self._start_lb(state)
         with self._phase(report, "nodes"):
-            for node in nodes:
-                self._start_agent(state, node)
+            if state.node_runtime == CONTAINERD:
+                self.api().post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", kubelet_api_rbac())
+                machine.hold(str(self.dir.root), nodeconfig.KUBELET_SYSCTLS, realnode.MACHINE_DIRS)
+                tars = images.ensure()
+                for node in nodes:
+                    self._start_real_node(state, node, tars)
+            else:
+                for node in nodes:
+                    self._start_agent(state, node)
             self._wait_nodes_ready(state, nodes, NODES_READY_SECONDS)
+            if state.node_runtime == CONTAINERD:
+                self._route_pod_cidrs(state, nodes)
         if state.lb == METALLB:
             with self._phase(report, "metallb"):
                 metallb.install(self.api(), self.dir.kubeconfig, len(nodes), self.progress)
@@ -331,6 +384,39 @@ class Lab:
             sys.executable, "-m", "lbconform_lab.agent", "--node", node.name,
             "--nodes", str(state.nodes), "--lab-dir", str(self.dir.root)], node.netns)
 
+    def _node_paths(self, node: topo.Node) -> nodeconfig.NodePaths:
+        return realnode.paths(node, self.dir.node_dir(node.name))
+
+    def _start_real_node(self, state: LabState, node: topo.Node, tars: list[Path]) -> None:
+        """The node's namespaces and files as a boot finds them, containerd with the lab's images,
+        the kubelet, and kube-proxy (a lab process in the node's network namespace)."""
+        p = self._node_paths(node)
+        realnode.prepare(p, self.dir.pki / "ca.crt", self.dir.kubelet_serving(node.name))
+        realnode.start(p, lambda key, argv: self._spawn(state, key, argv, None),
+                       self.dir.node_dir(node.name) / "kubeconfig", tars)
+        kube_proxy = controlplane.kube_proxy_args(
+            build.binary("kube-proxy"), self.dir.node_dir(node.name) / "kube-proxy.kubeconfig", node)
+        self._spawn(state, f"kube-proxy-{node.name}", kube_proxy, node.netns)
+
+    def _route_pod_cidrs(self, state: LabState, nodes: list[topo.Node]) -> None:
+        """Each node's podCIDR routed through its address in every other namespace on the fabric,
+        as a cluster's network routes it (the agent did it for its own node)."""
+        peers = [topo.FABRIC_NS, topo.LB_NS, *(n.netns for n in topo.nodes(state.nodes))]
+        for node in nodes:
+            cidr = self.api().get(f"/api/v1/nodes/{node.name}").get("spec", {}).get("podCIDR", "")
+            for peer in peers:
+                if peer != node.netns:
+                    ns.route_replace(peer, cidr, "via", node.ip)
+
+    def _stop_real_node(self, state: LabState, node: topo.Node) -> None:
+        """The node's power cut: its kubelet, containerd and kube-proxy, then every process in its
+        cgroup, SIGKILLed; its namespaces' mounts gone."""
+        for key in node_keys(node):
+            proc = state.processes.get(key)
+            if proc is not None:
+                procs.signal_process(proc, signal.SIGKILL)
+        realnode.cut(self._node_paths(node))
+
     def _check_alive(self, watched: list[Process]) -> None:
         for p in watched:
             if not procs.alive(p):
@@ -357,7 +443,7 @@ class Lab:
 
     def _wait_nodes_ready(self, state: LabState, nodes: list[topo.Node], timeout: float) -> None:
         api = self.api()
-        agents = [state.processes[agent_key(n)] for n in nodes]
+        agents = [state.processes[k] for n in nodes for k in node_keys(n) if k in state.processes]
         names = {n.name for n in nodes}
 
         def ready() -> bool:
@@ -402,6 +488,14 @@ class Lab:
         if state is not None:
             agents = [p for k, p in state.processes.items() if k.startswith("agent-")]
             procs.stop(agents, grace=0)
+            if state.node_runtime == CONTAINERD:
+                for node in topo.nodes(state.nodes):
+                    try:
+                        self._stop_real_node(state, node)
+                        realnode.remove(self._node_paths(node))
+                    except LabError as exc:  # the rest goes all the same; say what stays
+                        self.progress(f"{node.name} not fully removed: {exc}")
+                machine.release(str(self.dir.root))
             sandboxes = self.dir.recorded_sandboxes()
             for netns in [*state.namespaces, *sandboxes]:
                 ns.kill_processes(netns)
@@ -441,6 +535,8 @@ class Lab:
         """Make a node die as a VM does: everything on it stops, its cable goes dead."""
         state = self.dir.read()
         node = topo.node_by_name(name, state.nodes)
+        if state.node_runtime == CONTAINERD:
+            self._stop_real_node(state, node)
         agent = state.processes.get(agent_key(node))
         if agent is not None:
             procs.signal_process(agent, signal.SIGKILL)
@@ -452,12 +548,14 @@ class Lab:
     def start_node(self, name: str) -> None:
         state = self.dir.read()
         node = topo.node_by_name(name, state.nodes)
-        agent = state.processes.get(agent_key(node))
-        if agent is not None and procs.alive(agent):
+        if any(procs.alive(state.processes[k]) for k in node_keys(node) if k in state.processes):
             raise LabError(f"{name} is running already: kill it first with 'lbconform lab node kill {name}'")
         network.reset_node_addresses(node)
         network.set_node_link(node, up=True)
-        self._start_agent(state, node)
+        if state.node_runtime == CONTAINERD:
+            self._start_real_node(state, node, images.ensure())
+        else:
+            self._start_agent(state, node)
         self._wait_nodes_ready(state, [node], NODE_RESTART_READY_SECONDS)
         self.progress(f"{name} is Ready")
 
@@ -495,7 +593,8 @@ class Lab:
             item = by_name.get(node.name, {})
             ready = next((c["status"] for c in item.get("status", {}).get("conditions", [])
                           if c["type"] == "Ready"), "absent")
-            st.nodes.append(NodeStatus(node.name, st.processes.get(agent_key(node), False), ready,
+            running = any(st.processes.get(k, False) for k in node_keys(node))
+            st.nodes.append(NodeStatus(node.name, running, ready,
                                        item.get("spec", {}).get("podCIDR", "")))
         return st
 

@@ -47,6 +47,8 @@ class LabState:
     lb: str = "reference"
     lb_mode: str = "node"
     lb_defects: list[str] = field(default_factory=list)
+    #: What runs the nodes' pods: "agent" or "containerd" (``cluster.NODE_RUNTIMES``).
+    node_runtime: str = "agent"
     namespaces: list[str] = field(default_factory=list)
     processes: dict[str, Process] = field(default_factory=dict)
 

@@ -1,0 +1,114 @@
+"""Real nodes (``lab up --node-runtime containerd``): each node runs the kubelet and containerd,
+which run its pods with runc from images the lab built, on the CNI plugins' network; the kubelet
+serves its own API; a node killed is a power cut and a node started is a boot; ``lab down``
+leaves nothing on the machine (sysctls, cgroups and mounts included)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from lbconform.kube import objects, tweaks
+from lbconform.kube.manifests import Applier
+from lbconform.wait import poll_until
+from lbconform_lab import build, machine, versions
+from lbconform_lab import topology as topo
+from lbconform_lab.cluster import CONTAINERD, Lab
+from tests.lab.helpers import client_get, deploy_backend, pods_by_node, wait_for_vip
+from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle, pytest.mark.own_lab]
+
+NODES = 2
+#: The kubelet starts a killed node's pod again within this of the node's start (a sandbox and a
+#: container, the readiness probe's first pass).
+POD_BACK_SECONDS = 60.0
+NAMESPACE = "real-nodes"
+
+
+def kubectl(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(build.binary("kubectl")), f"--kubeconfig={lab.dir.kubeconfig}", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def answering(vip: str, want: set[str]) -> bool:
+    seen = set()
+    for _ in range(20):
+        try:
+            status, body = client_get(vip, 80, "/hostname", timeout=2)
+        except OSError:
+            continue
+        if status == 200:
+            seen.add(body)
+    return seen == want
+
+
+def test_real_nodes_run_the_labs_images_serve_the_kubelet_api_and_die_as_machines(no_lab: Lab) -> None:
+    before = root_namespace_snapshot()
+    no_lab.up(node_count=NODES, node_runtime=CONTAINERD)
+    api = no_lab.api()
+    for node in api.get("/api/v1/nodes")["items"]:
+        info = node["status"]["nodeInfo"]
+        assert info["kubeletVersion"] == versions.KUBERNETES_VERSION, info
+        runtime = f"containerd://{versions.CONTAINERD_VERSION.lstrip('v')}"
+        assert info["containerRuntimeVersion"] == runtime, info
+
+    api.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+    ns = Applier(api, NAMESPACE)
+    deploy_backend(ns, tweaks.replicas(NODES), tweaks.one_per_node)
+    vip = wait_for_vip(api, NAMESPACE)
+    pods = pods_by_node(api, NAMESPACE)
+    names = {p["metadata"]["name"] for p in pods.values()}
+    poll_until(lambda: answering(vip, names), timeout=30, interval=0.5,
+               description=f"both pods to answer through {vip}")
+
+    # Each pod is a runc container of the lab's agnhost image: its own hostname and interfaces,
+    # upstream's tools; the kubelet serves exec and logs.
+    name = sorted(names)[0]
+    hostname = kubectl(no_lab, "exec", "-n", NAMESPACE, name, "--", "cat", "/etc/hostname")
+    assert (hostname.returncode, hostname.stdout) == (0, f"{name}\n"), hostname.stderr
+    interfaces = kubectl(no_lab, "exec", "-n", NAMESPACE, name, "--", "ls", "/sys/class/net")
+    assert interfaces.stdout.split() == ["eth0", "lo"], interfaces.stderr
+    nc = kubectl(no_lab, "exec", "-n", NAMESPACE, name, "--", "nc", "-z", "-w", "2", "127.0.0.1", "8080")
+    assert nc.returncode == 0, nc.stderr
+    logs = kubectl(no_lab, "logs", "-n", NAMESPACE, name)
+    assert "Started HTTP server on port 8080" in logs.stdout, logs.stderr
+    pod = objects.pods(api, NAMESPACE, "app=backend")[0]
+    assert pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+    listed = cli("lab", "crictl", pod["spec"]["nodeName"], "ps", "-o", "json")
+    assert listed.returncode == 0 and '"netexec"' in listed.stdout, listed.stderr
+    assert "no lab node named 'node-9'" in one_line_error(cli("lab", "crictl", "node-9", "ps"))
+
+    # An image the lab does not hold is not pulled from anywhere.
+    ns.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unknown-image"},
+               "spec": {"containers": [{"name": "c", "image": "registry.example/none:1"}]}})
+
+    def pull_failed() -> str:
+        status = api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/unknown-image").get("status", {})
+        waiting = ((status.get("containerStatuses") or [{}])[0].get("state") or {}).get("waiting") or {}
+        reason = str(waiting.get("reason", ""))
+        return reason if reason in ("ErrImagePull", "ImagePullBackOff") else ""
+
+    poll_until(pull_failed, timeout=30, interval=0.5, description="the unknown image's pull to fail")
+
+    # A power cut: nothing of the node runs; its start is a boot, and the kubelet starts its pod
+    # again (a new sandbox: a new address).
+    node = topo.Node(NODES)
+    victim = pods_by_node(api, NAMESPACE)[node.name]
+    no_lab.kill_node(node.name)
+    assert machine.pids_in(machine.node_cgroup(node)) == set()
+    no_lab.start_node(node.name)
+
+    def back() -> bool:
+        p = api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{victim['metadata']['name']}")
+        statuses = p["status"].get("containerStatuses") or [{}]
+        return bool(statuses[0].get("ready")) and statuses[0].get("restartCount", 0) >= 1 \
+            and p["status"].get("podIP") != victim["status"]["podIP"]
+
+    poll_until(back, timeout=POD_BACK_SECONDS, interval=0.5, description="the killed node's pod to run again")
+    poll_until(lambda: answering(vip, names), timeout=30, interval=0.5,
+               description=f"both pods to answer through {vip} again")
+
+    no_lab.down()
+    assert_nothing_left(no_lab.dir, before)

@@ -1,0 +1,118 @@
+"""A real lab node's configuration and what it holds of the machine, without a cluster: the files
+containerd and the kubelet read, the sysctl record shared by the labs, the cgroup hierarchies
+found, and the images' contents and cache keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from lbconform_lab import images, machine, nodeconfig, oci
+from lbconform_lab import topology as topo
+
+
+def node_paths(tmp_path: Path) -> nodeconfig.NodePaths:
+    return nodeconfig.NodePaths(node=topo.Node(2), dir=tmp_path / "node-2", cgroup="/lbconform/lbc/node-2",
+                                bin_dir=Path("/cache/bin/runc-v1"), cni_bin_dir=Path("/cache/bin/cni"))
+
+
+def test_containerd_keeps_to_its_node_and_can_run_here(tmp_path: Path) -> None:
+    p = node_paths(tmp_path)
+    config = tomllib.loads(nodeconfig.containerd_toml(p))
+    assert config["version"] == 3
+    assert (config["root"], config["state"]) == (str(p.containerd_root), str(p.containerd_state))
+    assert config["grpc"]["address"] == str(p.socket) and str(p.socket).startswith(str(p.dir))
+    plugins = config["plugins"]
+    assert plugins["io.containerd.nri.v1.nri"]["disable"] is True
+    assert plugins["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == images.PAUSE
+    runtime = plugins["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is True and runtime["netns_mounts_under_state_dir"] is True
+    assert runtime["cni"] == {"bin_dirs": [str(p.cni_bin_dir)], "conf_dir": str(p.cni_conf_dir),
+                              "conf_template": str(p.cni_template)}
+    runc = runtime["containerd"]["runtimes"]["runc"]["options"]
+    assert runc == {"BinaryName": "/cache/bin/runc-v1/runc", "Root": str(p.runc_root), "SystemdCgroup": False,
+                    "ShimCgroup": "/lbconform/lbc/node-2/shims"}
+    assert plugins["io.containerd.grpc.v1.cri"]["stream_server_address"] == "127.0.0.1"
+
+
+def test_the_kubelet_serves_its_api_on_the_node_and_runs_here_without_privileges(tmp_path: Path) -> None:
+    p = node_paths(tmp_path)
+    serving = (Path("/pki/n.crt"), Path("/pki/n.key"))
+    config = json.loads(nodeconfig.kubelet_yaml(p, Path("/pki/ca.crt"), serving))
+    assert (config["address"], config["port"], config["readOnlyPort"]) == ("198.19.0.12", 10250, 0)
+    assert config["authentication"]["x509"]["clientCAFile"] == "/pki/ca.crt"
+    assert config["authentication"]["anonymous"]["enabled"] is False
+    assert config["authorization"]["mode"] == "Webhook"
+    assert (config["cgroupDriver"], config["cgroupRoot"]) == ("cgroupfs", "/lbconform/lbc/node-2")
+    assert config["failCgroupV1"] is False and config["oomScoreAdj"] == 0
+    assert config["containerRuntimeEndpoint"] == f"unix://{p.socket}"
+    assert config["nodeLeaseDurationSeconds"] == nodeconfig.NODE_LEASE_SECONDS
+    args = nodeconfig.kubelet_args(Path("/k/kubelet"), p, Path("/n/kubeconfig"))
+    assert "--hostname-override=node-2" in args and "--node-ip=198.19.0.12" in args
+
+
+def test_the_cni_template_asks_for_every_pod_cidr_without_masquerade(tmp_path: Path) -> None:
+    text = nodeconfig.cni_template(node_paths(tmp_path))
+    # containerd renders the Go template; one range rendered by hand must be JSON.
+    one = text.replace('{{range $i, $r := .PodCIDRRanges}}{{if $i}}, {{end}}[{"subnet": "{{$r}}"}]{{end}}',
+                       '[{"subnet": "100.64.2.0/24"}]')
+    config = json.loads(one)
+    ptp = config["plugins"][0]
+    assert ptp["type"] == "ptp" and ptp["ipMasq"] is False
+    assert ptp["ipam"]["ranges"] == [[{"subnet": "100.64.2.0/24"}]]
+
+
+def test_the_sysctls_are_the_machines_again_when_the_last_lab_lets_go(tmp_path: Path) -> None:
+    root, record = tmp_path / "sys", tmp_path / "labs" / "machine.json"
+    (root / "vm").mkdir(parents=True)
+    (root / "vm" / "overcommit_memory").write_text("0\n")
+    made = tmp_path / "run-containerd"
+    machine.hold("lab", {"vm/overcommit_memory": 1}, [made], record=record, root=root)
+    machine.hold("lab2", {"vm/overcommit_memory": 1}, [made], record=record, root=root)
+    assert (root / "vm" / "overcommit_memory").read_text() == "1\n" and made.is_dir()
+    machine.release("lab", record=record, root=root)
+    assert (root / "vm" / "overcommit_memory").read_text() == "1\n", "lab2 still holds it"
+    machine.release("lab2", record=record, root=root)
+    assert (root / "vm" / "overcommit_memory").read_text() == "0\n"
+    assert not made.exists() and not record.exists()
+    assert os.listdir(record.parent) == []
+
+
+def test_cgroup_hierarchies_are_read_from_mountinfo() -> None:
+    mountinfo = "\n".join([
+        "30 23 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755",
+        "31 30 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw",
+        "33 30 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct",
+        "34 30 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+    ])
+    assert machine.cgroup_v1_roots(mountinfo) == [Path("/sys/fs/cgroup/cpu,cpuacct"),
+                                                  Path("/sys/fs/cgroup/memory")]
+    assert machine.node_cgroup(topo.Node(3)) == f"/lbconform/{topo.PREFIX.rstrip('-')}/node-3"
+
+
+@pytest.mark.skipif(not images.BUSYBOX.is_file(), reason="needs Debian's busybox-static")
+def test_agnhosts_image_has_a_shell_and_upstreams_nc_and_curl() -> None:
+    entries = {e.path: e for e in images.busybox_entries()}
+    assert isinstance(entries["/bin/sh"], oci.Symlink) and entries["/bin/sh"].target == "/bin/busybox"
+    tools = set(images.AGNHOST_TOOLS)
+    kept = [e for e in images.busybox_entries() if e.path not in tools]
+    assert "/usr/bin/nc" in entries and all(e.path != "/usr/bin/nc" for e in kept)
+
+
+def test_an_image_is_written_again_only_when_what_makes_it_changes(tmp_path: Path) -> None:
+    program = tmp_path / "prog"
+    program.write_text("one")
+
+    def image(*extra: oci.Entry) -> oci.Image:
+        return oci.Image("x/y:1", [oci.File("/prog", program, 0o755), *extra])
+
+    first = images.image_key(image())
+    assert images.image_key(image()) == first
+    assert images.image_key(image(oci.Symlink("/bin/sh", "/prog"))) != first
+    os.utime(program, ns=(1, 1))
+    assert images.image_key(image()) != first
+    assert images.tar_name("registry.k8s.io/pause:3.10.1", "k") == "pause-3.10.1-k.tar"
