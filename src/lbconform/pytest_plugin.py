@@ -161,6 +161,25 @@ def share_lock_of(host: str) -> Path:
     return Path(tempfile.gettempdir()) / f"lbconform-cluster-{_digest(host)}.lock"
 
 
+def batch_lock(config: pytest.Config, name: str) -> Path:
+    """The file whose flock lets one run at a time, of the runs against one cluster from this
+    machine, make a batch of kind ``name`` (``one_batch_at_a_time``): fifty Services created at once
+    by each of two runs would be a hundred at once for the implementation, not the fifty the test
+    asks for. Like the share lock, one per cluster, never removed."""
+    return Path(tempfile.gettempdir()) / f"lbconform-batch-{_digest(_cluster_host(config))}-{name}.lock"
+
+
+@contextlib.contextmanager
+def one_batch_at_a_time(path: Path) -> Iterator[None]:
+    """Hold the batch lock ``path`` (alone) for the block."""
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def claims_dir(config: pytest.Config) -> Path:
     """Where the runs against one cluster from this machine claim requestable addresses
     (``lbconform.claims``); like the share lock, one per cluster, never removed."""

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lbconform.pytest_plugin import cluster_share
+from lbconform.pytest_plugin import cluster_share, one_batch_at_a_time
 from lbconform.wait import poll_until
 
 #: How long a holder that must be blocked is given to (wrongly) get in.
@@ -141,3 +141,35 @@ def test_a_shared_holder_turning_exclusive_waits_for_the_others_and_keeps_later_
     release["later"].set()
     for thread in (other, later):
         thread.join(IN_SECONDS)
+
+
+def test_a_batch_waits_for_another_runs_batch_of_its_kind_and_no_other(tmp_path: Path) -> None:
+    """Two runs' batches of one kind (a thread each) take turns; a batch of another kind does not
+    wait, and neither does a test holding the share lock."""
+    first_in, release, order = threading.Event(), threading.Event(), []
+    scale = tmp_path / "batch-scale.lock"
+
+    def first() -> None:
+        with one_batch_at_a_time(scale):
+            order.append("first in")
+            first_in.set()
+            release.wait(IN_SECONDS)
+            order.append("first out")
+
+    def second() -> None:
+        with one_batch_at_a_time(scale):
+            order.append("second in")
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_in.wait(IN_SECONDS)
+    b = threading.Thread(target=second)
+    b.start()
+    time.sleep(BLOCKED_SECONDS)
+    assert order == ["first in"], "the second batch got in beside the first"
+    with one_batch_at_a_time(tmp_path / "batch-other.lock"), cluster_share(tmp_path / "cluster.lock", False):
+        pass
+    release.set()
+    a.join(IN_SECONDS)
+    b.join(IN_SECONDS)
+    assert order == ["first in", "first out", "second in"]

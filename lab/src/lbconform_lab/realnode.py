@@ -155,9 +155,10 @@ def remove(p: NodePaths) -> None:
     # Mounts of pods' network namespaces and volumes live in the node's mount namespace, gone
     # with it; containerd's state is a plain directory here.
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    while (p.dir / "containerd").exists() and time.monotonic() < deadline:
         try:
             shutil.rmtree(p.dir / "containerd")
+        except FileNotFoundError:
             break
         except OSError:
             time.sleep(0.1)
