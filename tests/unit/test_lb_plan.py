@@ -152,10 +152,10 @@ def test_a_backend_is_found_unhealthy_only_after_threshold_failures_in_a_row() -
 
     checker = Checker("n", HealthTarget("http", "198.19.0.11", 10256), Params(), changed=lambda: None)
     for ok in (False, True, False):  # one failure at a time is not a verdict
-        checker._record(ok, "")
+        checker.record(ok, "")
     assert not checker.state.found_unhealthy
-    checker._record(False, "")
+    checker.record(False, "")
     assert checker.state.found_unhealthy
     for _ in range(2):
-        checker._record(True, "")
+        checker.record(True, "")
     assert checker.state.healthy and checker.state.found_unhealthy

@@ -1,46 +1,50 @@
 """The health checkers of each Service's pool, and the healthy set they give.
 
-One ``health.Checker`` thread per backend that has a health target, started when the backend joins
-the pool and stopped when it leaves or its target changes. A new checker starts unhealthy, as a new
+One ``health.Checker`` per backend that has a health target, subscribed to its target's probe
+(``health.Probes``) when the backend joins the pool and unsubscribed when it leaves or its probe
+changes. A new checker starts unhealthy, as a new
 backend does on GCP and Azure, unless the process before this one found the backend healthy
 (``warm``): a restart fails no flow. A backend gets new flows while it passes its check.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Set
 
 from lbconform_lab.lb.defects import At, Checked, apply
-from lbconform_lab.lb.health import Checker
+from lbconform_lab.lb.health import Checker, Probes
 from lbconform_lab.lb.service import ServiceState
 
 
-def sync(st: ServiceState, warm: Set[str], changed: Callable[[], None]) -> None:
+def sync(st: ServiceState, probes: Probes, warm: Set[str], changed: Callable[[], None]) -> None:
     """A checker for every backend of the pool that has a health target, and for no other; ``warm``:
     the backends the process before this one found healthy; ``changed``: called when one flips."""
     for k in list(st.checkers):
-        b = st.pool.get(k)
-        if b is None or b.health != st.checkers[k].target:
-            st.checkers.pop(k).stop()
+        b, c = st.pool.get(k), st.checkers[k]
+        if b is None or (b.health, st.params.hc_interval, st.params.hc_timeout) != c.key:
+            probes.unsubscribe(st.checkers.pop(k))
     for k, b in st.pool.items():
         if b.health is not None and k not in st.checkers:
             c = Checker(f"{st.key}/{k}", b.health, st.params, changed,
                         healthy=apply(At.WARM, k in warm, st.defects))
             st.checkers[k] = c
-            c.start()
+            probes.subscribe(c)
 
 
-def stop(st: ServiceState) -> None:
+def stop(st: ServiceState, probes: Probes) -> None:
     for c in st.checkers.values():
-        c.stop()
+        probes.unsubscribe(c)
     st.checkers.clear()
 
 
 def healthy_set(st: ServiceState) -> list[str]:
     """The backends that get new flows, in the order of their marks (then keys): those without a
-    health target and those that pass it."""
+    health target and those that pass it; the checkers' states it was made from are kept
+    (``ServiceState.judged``)."""
     now = time.time()
+    st.judged = {k: dataclasses.replace(c.state) for k, c in st.checkers.items()}
     out = []
     for k, b in sorted(st.pool.items(), key=lambda kv: (kv[1].mark, kv[0])):
         h = st.health(k)

@@ -38,6 +38,7 @@ from lbconform_lab.lb import view as views
 from lbconform_lab.lb.allocate import Addresses, Refusal, next_index
 from lbconform_lab.lb.defects import DEFECTS, At, Pace, apply
 from lbconform_lab.lb.flows import Flows
+from lbconform_lab.lb.health import Probes
 from lbconform_lab.lb.params import parse
 from lbconform_lab.lb.published import Published, Publisher
 from lbconform_lab.lb.routes import NodeRoutes
@@ -96,6 +97,8 @@ class Controller:
         self.ruleset = ""
         self.addresses = Addresses()
         self.flows = Flows()
+        #: The health checks' probes, shared by the Services that check a target alike.
+        self.probes = Probes()
         self.routes = NodeRoutes()
         self.writes = Writes(api, self.dirty.set)
         self.published = Publisher(Published(api))
@@ -241,7 +244,7 @@ class Controller:
             for err in params.errors:
                 self.writes.event(svc, "Warning", "InvalidAnnotation", f"{err}; using the default")
             if params.hc_interval != st.params.hc_interval or params.hc_protocol != st.params.hc_protocol:
-                checkers.stop(st)
+                checkers.stop(st, self.probes)
             st.params = params
         wanted = pools.desired(svc, st, slices, nodes,
                                lambda reason, message: self.writes.event(svc, "Warning", reason, message))
@@ -249,7 +252,7 @@ class Controller:
         self.writes.publish(svc, st)
         pools.update(st, wanted)
         warm_uid, warm = self.warm.get(st.key, ("", set()))
-        checkers.sync(st, warm if warm_uid == st.uid else set(), self.dirty.set)
+        checkers.sync(st, self.probes, warm if warm_uid == st.uid else set(), self.dirty.set)
         if warm_uid == st.uid and not apply(At.KEEP_FLOWS, True, st.defects):
             self.flows.forget(st, None)  # the process before this one pinned them
         previous = checkers.record(st, checkers.healthy_set(st))
@@ -317,7 +320,7 @@ class Controller:
         is deleted."""
         st = self.services.pop(key, None)
         if st is not None:
-            checkers.stop(st)
+            checkers.stop(st, self.probes)
             self.published.remove(key)
             if apply(At.KEEP_DELETED, False, self.defects_of_run(st.run)):
                 self.ghosts[f"{key}/{st.uid}"] = st

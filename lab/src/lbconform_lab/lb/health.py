@@ -1,6 +1,15 @@
-"""Health checks as cloud load balancers run them: one checker per backend, on an interval,
-with a timeout and healthy/unhealthy thresholds. A backend starts unhealthy and needs
-``healthy-threshold`` passes, as a new backend does on GCP and Azure."""
+"""Health checks as cloud load balancers run them: a probe of each target on an interval, with a
+timeout, and per Service and backend healthy/unhealthy thresholds over the probe's results. A
+backend starts unhealthy and needs ``healthy-threshold`` passes, as a new backend does on GCP and
+Azure.
+
+A target probed with the same interval and timeout for several Services is probed once for all of
+them (``Probes``), as GCP's one health check of every node's kube-proxy serves all the cluster's
+Services of policy Cluster: a lab run makes dozens of such Services, and a probe per Service and
+node, each a thread, took half a core of the LB's process here with sixty of them. Each Service
+still judges the results by its own thresholds (``Checker``), from the first result after it
+subscribed: a new Service's backend needs its passes whatever others found.
+"""
 
 from __future__ import annotations
 
@@ -48,34 +57,31 @@ def check_once(target: HealthTarget, timeout: float) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
-class Checker(threading.Thread):
-    """Checks one backend until stopped; calls ``changed`` when it flips."""
+#: What makes two health checks the same probe: the target, the interval and the timeout.
+ProbeKey = tuple[HealthTarget, float, float]
+
+
+class Checker:
+    """One Service's judgement of one backend: its thresholds over the results of the target's
+    probe. ``changed`` is called (from the probe's thread) when the backend flips."""
 
     def __init__(self, name: str, target: HealthTarget, params: Params, changed: Callable[[], None],
                  healthy: bool = False) -> None:
         """``healthy``: the backend starts healthy (an LB restarted finds it so), else unhealthy."""
-        super().__init__(name=f"hc-{name}", daemon=True)
+        self.name = name
         self.target = target
         self.params = params
         self.changed = changed
         self.state = Health(healthy=healthy)
-        self.stopped = threading.Event()
         self._run_len = 0
         self._run_ok = False
 
-    def stop(self) -> None:
-        self.stopped.set()
+    @property
+    def key(self) -> ProbeKey:
+        return self.target, self.params.hc_interval, self.params.hc_timeout
 
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            started = time.monotonic()
-            ok, result = check_once(self.target, self.params.hc_timeout)
-            if self.stopped.is_set():
-                return
-            self._record(ok, result)
-            self.stopped.wait(max(0.0, self.params.hc_interval - (time.monotonic() - started)))
-
-    def _record(self, ok: bool, result: str) -> None:
+    def record(self, ok: bool, result: str) -> None:
+        """One probe's result."""
         st = self.state
         st.checks += 1
         st.last_result = result
@@ -87,6 +93,65 @@ class Checker(threading.Thread):
             st.healthy = ok
             st.since = time.time()
             st.transitions += 1
-            log.info("%s:%d %s (%s)", self.target.ip, self.target.port,
+            log.info("%s %s:%d %s (%s)", self.name, self.target.ip, self.target.port,
                      "healthy" if ok else "unhealthy", result)
             self.changed()
+
+
+class Prober(threading.Thread):
+    """Probes one target on an interval until stopped, and gives each result to the checkers
+    subscribed at the time."""
+
+    def __init__(self, key: ProbeKey) -> None:
+        target, interval, timeout = key
+        super().__init__(name=f"probe-{target.protocol}://{target.ip}:{target.port}{target.path}",
+                         daemon=True)
+        self.target, self.interval, self.timeout = target, interval, timeout
+        self.checkers: list[Checker] = []
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            started = time.monotonic()
+            ok, result = check_once(self.target, self.timeout)
+            with self.lock:
+                for c in self.checkers:
+                    c.record(ok, result)
+            self.stopped.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+
+class Probes:
+    """The LB's probes, one per ``ProbeKey`` that some checker needs; a probe starts with its first
+    checker (and probes at once) and stops with its last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._probers: dict[ProbeKey, Prober] = {}
+
+    def subscribe(self, checker: Checker) -> None:
+        with self._lock:
+            prober = self._probers.get(checker.key)
+            if prober is None:
+                prober = self._probers[checker.key] = Prober(checker.key)
+                prober.start()
+            with prober.lock:
+                prober.checkers.append(checker)
+
+    def unsubscribe(self, checker: Checker) -> None:
+        """The checker gets no more results (none after this returns)."""
+        with self._lock:
+            prober = self._probers.get(checker.key)
+            if prober is None:
+                return
+            with prober.lock:
+                if checker in prober.checkers:
+                    prober.checkers.remove(checker)
+                if not prober.checkers:
+                    prober.stopped.set()
+                    del self._probers[checker.key]
+
+    def count(self) -> int:
+        """How many targets are being probed."""
+        with self._lock:
+            return len(self._probers)

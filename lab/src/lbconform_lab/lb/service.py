@@ -23,6 +23,9 @@ class ServiceState:
     defects: frozenset[str] = frozenset()
     pool: dict[str, Backend] = field(default_factory=dict)
     checkers: dict[str, Checker] = field(default_factory=dict)
+    #: Each checker's state when the healthy set was last made from them: what the view shows
+    #: beside that healthy set (a checker flips between passes, from its probe's thread).
+    judged: dict[str, Health] = field(default_factory=dict)
     healthy: list[str] = field(default_factory=list)
     health_changed: dict[str, float] = field(default_factory=dict)
     pending_pool: dict[str, Backend] | None = None
@@ -48,5 +51,5 @@ class ServiceState:
         "poolChanges": 0, "healthySetChanges": 0, "flowsForgotten": 0, "reconciles": 0})
 
     def health(self, key: str) -> Health | None:
-        c = self.checkers.get(key)
-        return c.state if c else None
+        """The backend's health as the healthy set was last made."""
+        return self.judged.get(key)
