@@ -1,7 +1,9 @@
-"""Graceful termination: with the LB's time to unhealthy (u) below the preStop sleep (p) and that
-below the grace period (g), rolling updates fail no request and in-flight requests finish; each
-broken inequality fails the requests it should, and the suite says which one and by how much.
-Each test records u, p and g as configured; where one pod terminates, also as observed."""
+"""Graceful termination: with the LB's time to unhealthy (u; under policy Cluster at least the
+cluster's endpoint propagation, since every node forwards to the pod until its kube-proxy drops it)
+below the preStop sleep (p) and that below the grace period (g), rolling updates fail no request
+and in-flight requests finish; each broken inequality fails the requests it should, and the suite
+says which one and by how much. Each test records u, p and g as configured; where one pod
+terminates, also as observed."""
 
 from __future__ import annotations
 
@@ -45,7 +47,10 @@ def test_rolling_update_fails_no_request(make_backends: MakeBackends, make_servi
     backends = make_backends(*order.tweaks(), kind=kind)
     lb = make_service(tweaks.traffic_policy(policy))
     lb.wait_for_serving(backends)
-    result = traffic.through(lb, RATE, lambda t: backends.roll(lb.target.timeouts.rollout, t))
+    # A DaemonSet replaces one node's pod after the other, each once the old one is gone: the
+    # rollout takes each pod's termination, as the ordering makes it, on top of the cluster's time.
+    timeout = lb.target.timeouts.rollout + len(backends.names()) * order.serving_until
+    result = traffic.through(lb, RATE, lambda t: backends.roll(timeout, t))
     order.record(measure)
     measure("rollout_failed_requests", result.result.failed, "requests")
     assert result.result.failed == 0, result.describe()

@@ -27,10 +27,19 @@ from lbconform.wait import LbWaitTimeout, poll_until
 
 Record = Callable[..., None]
 
-#: Correct orderings leave this many health-check intervals between u and p.
+#: Correct orderings leave this many health-check intervals between u and p, and at least
+#: MIN_ROOM_SECONDS (where the LB declares no checks).
 INTERVALS_OF_ROOM = 2
+MIN_ROOM_SECONDS = 1
 #: And this many seconds between p and g.
 GRACE_ROOM_SECONDS = 10
+#: Under policy Cluster a node sends to any endpoint, so a terminating pod leaves the traffic when
+#: the cluster has taken its endpoint out everywhere: the EndpointSlice controller's update (the
+#: endpoint stops being ready at the pod's deletion), then each node's kube-proxy's next sync. This
+#: is the cluster's time, not the LB's, and a correct preStop outlasts it: on this project's CI
+#: machine, busy with several runs and a second lab on two cores, a node's kube-proxy still sent a
+#: terminating pod new connections 7.4 s after its deletion.
+ENDPOINT_PROPAGATION_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -41,10 +50,11 @@ class Ordering:
     d: int = 0
 
     @classmethod
-    def correct(cls, declared: Declared, delay_shutdown: int = 2) -> Ordering:
-        """u < p < g with room: p = u + two check intervals, g = p + 10 s."""
-        u = declared.time_to_unhealthy
-        p = math.ceil(u + INTERVALS_OF_ROOM * declared.health_check_interval)
+    def correct(cls, declared: Declared, delay_shutdown: int = 2, u: float | None = None) -> Ordering:
+        """u < p < g with room: p = u + two check intervals (a second at least), g = p + 10 s; ``u``
+        the declared time to unhealthy unless given."""
+        u = declared.time_to_unhealthy if u is None else u
+        p = math.ceil(u + max(INTERVALS_OF_ROOM * declared.health_check_interval, MIN_ROOM_SECONDS))
         return cls(u=u, p=p, g=p + GRACE_ROOM_SECONDS, d=delay_shutdown)
 
     @classmethod
@@ -56,7 +66,11 @@ class Ordering:
         a node with no state for them and are reset (seen with MetalLB in layer 2, about one
         request in three hundred at 20 new connections a second), and where the provider declares
         a ``local_move_gap`` the address has no node at all for that long. No ordering makes
-        either hitless."""
+        either hitless.
+
+        Under policy Cluster, ``u`` is the longer of the LB's time to unhealthy and the cluster's
+        endpoint propagation (``ENDPOINT_PROPAGATION_SECONDS``): a node the LB keeps sending to
+        forwards to the pod until its kube-proxy has removed it."""
         declared = provider.declared_for(policy)
         if declared.local_move_gap:
             raise NotSupported(
@@ -70,7 +84,8 @@ class Ordering:
                 "Service's traffic: under policy Local the address moves when that node's last serving "
                 "endpoint goes, and a connection under way through it at that instant reaches a node "
                 "with no state for it and is reset; it does not claim hitless pod replacement there")
-        return cls.correct(declared)
+        u = declared.time_to_unhealthy
+        return cls.correct(declared, u=max(u, ENDPOINT_PROPAGATION_SECONDS) if policy == "Cluster" else u)
 
     def at_least(self, p: int) -> Ordering:
         """The same ordering with a preStop of at least ``p`` (and the grace period moved along)."""

@@ -18,6 +18,7 @@ from lbconform.kube.rawapi import ApiError
 from lbconform.providers import aws, azure, gke, kind, kubevip, metallb
 from lbconform.providers.base import NotSupported, PoolMember, Provider, ServiceRef
 from lbconform.providers.support import node_index
+from lbconform.termination import ENDPOINT_PROPAGATION_SECONDS, INTERVALS_OF_ROOM, Ordering
 
 
 def test_providers_load_by_entry_point() -> None:
@@ -319,14 +320,32 @@ def test_announcing_implementations_do_not_claim_hitless_rollouts_behind_a_local
     assert provider.declared_for("Cluster").local_move_gap == 0
     with pytest.raises(NotSupported, match=r"no node for up to 7.4 s \(the holder releases the Lease"):
         Ordering.for_rollout(provider, "Local")
-    assert Ordering.for_rollout(provider, "Cluster") == Ordering.correct(provider.declared_for("Cluster"))
+    assert Ordering.for_rollout(provider, "Cluster") == cluster_ordering(provider)
     metallb = providers.load("metallb")  # its next node announces on the endpoint event itself,
     # and yet the connections under way through the old node at the move are reset there
     with pytest.raises(NotSupported, match="one announcing node takes all of a Service's traffic"):
         Ordering.for_rollout(metallb, "Local")
-    assert Ordering.for_rollout(metallb, "Cluster") == Ordering.correct(metallb.declared_for("Cluster"))
+    assert Ordering.for_rollout(metallb, "Cluster") == cluster_ordering(metallb)
     lab = providers.load("lab")  # every node with a ready endpoint takes new connections
     assert Ordering.for_rollout(lab, "Local") == Ordering.correct(lab.declared_for("Local"))
+
+
+def cluster_ordering(provider: Provider) -> Ordering:
+    declared = provider.declared_for("Cluster")
+    return Ordering.correct(declared, u=max(declared.time_to_unhealthy, ENDPOINT_PROPAGATION_SECONDS))
+
+
+@pytest.mark.parametrize("name", ["lab", "metallb", "kube-vip", "generic"])
+def test_a_cluster_policy_rollout_leaves_the_cluster_time_to_take_the_pod_out_everywhere(name: str) -> None:
+    """Under policy Cluster the LB keeps sending to every node and each node's kube-proxy forwards
+    to the pod until it has removed it: the preStop outlasts the cluster's endpoint propagation, with
+    the room a correct ordering leaves, whatever the LB's own time to unhealthy."""
+    provider = providers.load(name)
+    order = Ordering.for_rollout(provider, "Cluster")
+    interval = provider.declared_for("Cluster").health_check_interval
+    assert order.u >= ENDPOINT_PROPAGATION_SECONDS
+    assert order.p is not None and order.p >= ENDPOINT_PROPAGATION_SECONDS + INTERVALS_OF_ROOM * interval
+    assert order.g > order.p and not order.broken()
 
 
 # --- azure -----------------------------------------------------------------------------------
