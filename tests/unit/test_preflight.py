@@ -7,9 +7,10 @@ tests/lab/test_preflight.py.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,17 @@ current-context: x
 """
 
 
+#: A guard against a hung command, not a measure of speed: beside the lab tests on two cores a
+#: command that exits in two seconds alone took up to a minute to start.
+COMMAND_SECONDS = 300
+#: Connections to a cluster that does not answer: the first, and the HTTP client's (urllib3's)
+#: three retries.
+ATTEMPTS = 4
+
+
 def lbconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "lbconform.cli", *args], capture_output=True, text=True,
-                          timeout=60, check=False, cwd=cwd)
+                          timeout=COMMAND_SECONDS, check=False, cwd=cwd)
 
 
 def test_too_many_workers_for_the_machine_is_refused(tmp_path: Path) -> None:
@@ -66,15 +75,40 @@ def test_undo_removes_only_the_empty_directories_the_check_made(tmp_path: Path) 
 def test_a_bad_kubeconfig_is_one_line_exit_2_and_no_report(tmp_path: Path, content: str,
                                                             message: str) -> None:
     (tmp_path / "kc").write_text(content)
-    started = time.monotonic()
     done = lbconform("run", "--provider", "generic", "--kubeconfig", "kc", cwd=tmp_path)
-    assert time.monotonic() - started < 15
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("lbconform: error: "), lines
     assert len(lines[0]) < 400
     assert re.search(message, lines[0]), lines[0]
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_cluster_that_does_not_answer_is_asked_a_few_times_not_waited_for(tmp_path: Path) -> None:
+    """A server that accepts and closes every connection: the run gives up after the client's own
+    retries, in one line, instead of waiting for the cluster."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = server.getsockname()[1]
+    (tmp_path / "kc").write_text(CLOSED_PORT_KUBECONFIG.replace("127.0.0.1:1", f"127.0.0.1:{port}"))
+    try:
+        done = lbconform("run", "--provider", "generic", "--kubeconfig", "kc", cwd=tmp_path)
+    finally:
+        server.close()
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "did not answer /version" in lines[0], lines
+    assert 1 <= len(accepted) <= ATTEMPTS
 
 
 def test_a_context_the_kubeconfig_lacks_is_named(tmp_path: Path) -> None:
