@@ -402,8 +402,9 @@ class Lab:
         """Each node's podCIDR routed through its address in every other namespace on the fabric,
         as a cluster's network routes it (the agent did it for its own node)."""
         peers = [topo.FABRIC_NS, topo.LB_NS, *(n.netns for n in topo.nodes(state.nodes))]
+        api = self.api()
         for node in nodes:
-            cidr = self.api().get(f"/api/v1/nodes/{node.name}").get("spec", {}).get("podCIDR", "")
+            cidr = api.get(f"/api/v1/nodes/{node.name}").get("spec", {}).get("podCIDR", "")
             for peer in peers:
                 if peer != node.netns:
                     ns.route_replace(peer, cidr, "via", node.ip)

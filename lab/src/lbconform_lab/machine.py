@@ -20,13 +20,13 @@ import fcntl
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
 from lbconform.errors import LabError
+from lbconform.wait import WaitTimeout, poll_until
 from lbconform_lab import topology as topo
 
 PROC_SYS: Final = Path("/proc/sys")
@@ -34,6 +34,8 @@ RECORD: Final = Path(topo.LABS_ROOT) / "machine.json"
 CGROUP_TOP: Final = "lbconform"
 #: How long a power cut waits for a node's processes to be gone.
 KILL_SECONDS: Final = 10.0
+#: How often it kills again what is left (a process forking as it dies).
+KILL_ROUND_SECONDS: Final = 0.02
 
 
 @contextlib.contextmanager
@@ -112,25 +114,26 @@ def release(lab: str, record: Path = RECORD, root: Path = PROC_SYS) -> None:
         record.unlink()
 
 
-def cgroup_v1_roots(mountinfo: str | None = None) -> list[Path]:
-    """Every cgroup v1 hierarchy's mount point (the controllers' and the named ones)."""
+def mount_points(types: tuple[str, ...], mountinfo: str | None = None) -> list[Path]:
+    """The mount points of the filesystems of these types (``/proc/self/mountinfo`` unless given);
+    every mount point when ``types`` is empty."""
     text = mountinfo if mountinfo is not None else Path("/proc/self/mountinfo").read_text()
-    roots = []
+    points = []
     for line in text.splitlines():
         pre, _, post = line.partition(" - ")
-        if post.split(" ", 1)[0] == "cgroup":
-            roots.append(Path(pre.split()[4]))
-    return sorted(roots)
+        if not types or post.split(" ", 1)[0] in types:
+            points.append(Path(pre.split()[4]))
+    return sorted(points)
+
+
+def cgroup_v1_roots(mountinfo: str | None = None) -> list[Path]:
+    """Every cgroup v1 hierarchy's mount point (the controllers' and the named ones)."""
+    return mount_points(("cgroup",), mountinfo)
 
 
 def cgroup_roots() -> list[Path]:
     """Every cgroup hierarchy's mount point, v1 and v2 (runc may make the node's path in both)."""
-    roots = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        pre, _, post = line.partition(" - ")
-        if post.split(" ", 1)[0] in ("cgroup", "cgroup2"):
-            roots.append(Path(pre.split()[4]))
-    return sorted(roots)
+    return mount_points(("cgroup", "cgroup2"))
 
 
 def node_cgroup(node: topo.Node) -> str:
@@ -140,7 +143,6 @@ def node_cgroup(node: topo.Node) -> str:
 
 def make_cgroup(path: str) -> list[Path]:
     """``path`` in every v1 hierarchy (cpusets filled from their parents); its cgroup.procs files."""
-    procs = []
     for root in cgroup_v1_roots():
         here = root
         for part in path.strip("/").split("/"):
@@ -151,8 +153,12 @@ def make_cgroup(path: str) -> list[Path]:
                 own = here / name
                 if own.exists() and not own.read_text().strip():
                     own.write_text((parent / name).read_text())
-        procs.append(here / "cgroup.procs")
-    return procs
+    return cgroup_procs(path)
+
+
+def cgroup_procs(path: str) -> list[Path]:
+    """The cgroup.procs files of ``path`` in every v1 hierarchy (made by ``make_cgroup``)."""
+    return [root / path.strip("/") / "cgroup.procs" for root in cgroup_v1_roots()]
 
 
 def pids_in(path: str) -> set[int]:
@@ -171,14 +177,19 @@ def pids_in(path: str) -> set[int]:
 def kill_cgroup(path: str, timeout: float = KILL_SECONDS) -> None:
     """SIGKILL every process in ``path`` and below until none is left (a process forking as it
     dies is caught on the next round)."""
-    deadline = time.monotonic() + timeout
-    while pids := pids_in(path):
-        if time.monotonic() > deadline:
-            raise LabError(f"processes {sorted(pids)} in cgroup {path} outlived {timeout:g}s of SIGKILL")
+    def none_left() -> bool:
+        pids = pids_in(path)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+        return not pids
+
+    try:
+        poll_until(none_left, timeout=timeout, interval=KILL_ROUND_SECONDS, retry_on=(),
+                   description=f"every process in cgroup {path} to die of SIGKILL")
+    except WaitTimeout as exc:
+        raise LabError(f"processes {sorted(pids_in(path))} in cgroup {path} outlived {timeout:g}s of "
+                       "SIGKILL") from exc
 
 
 def remove_cgroup(path: str) -> None:

@@ -20,20 +20,21 @@ import contextlib
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from lbconform.errors import LabError
-from lbconform.nsexec import NETNS_RUN_DIR
-from lbconform.wait import poll_until
+from lbconform.nsexec import in_netns
+from lbconform.wait import WaitTimeout, poll_until
 from lbconform_lab import build, images, machine, nodeconfig
 from lbconform_lab import topology as topo
 from lbconform_lab.nodeconfig import NodePaths
 
 #: How long containerd takes to listen on its socket after it starts.
 CONTAINERD_READY_SECONDS: Final = 20.0
+#: How long a removal tries to delete containerd's directory of a node whose power was cut.
+CONTAINERD_GONE_SECONDS: Final = 5.0
 #: The node's mount namespace, as run inside it at creation ($1 the resolv.conf, $2 the hostname).
 #: Its copies of the machine's namespace files (other nodes', other labs', /run/netns) go first:
 #: a copy would keep that namespace alive as long as this node's mounts live.
@@ -62,12 +63,11 @@ def _ns_dir(p: NodePaths) -> Path:
 
 
 def enter_argv(p: NodePaths, argv: list[str]) -> list[str]:
-    """``argv`` run in the node's network, mount and UTS namespaces, in its ``system`` cgroup."""
-    procs = [str(f) for f in machine.make_cgroup(p.system_cgroup)]
-    ns = _ns_dir(p)
+    """``argv`` run in the node's network, mount and UTS namespaces, in its ``system`` cgroup
+    (made by ``prepare``)."""
+    procs = [str(f) for f in machine.cgroup_procs(p.system_cgroup)]
     return ["sh", "-c", 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"', "join",
-            *procs, "--", "nsenter", f"--net={NETNS_RUN_DIR}/{p.node.netns}", f"--mount={ns / 'mnt'}",
-            f"--uts={ns / 'uts'}", "--", *argv]
+            *procs, "--", *enter_argv_plain(p, argv)]
 
 
 def _run(argv: list[str]) -> None:
@@ -102,8 +102,7 @@ def prepare(p: NodePaths, ca: Path, serving: tuple[Path, Path]) -> None:
 
 
 def _is_mount(path: Path) -> bool:
-    lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    return any(line.split()[4] == str(path) for line in lines)
+    return path in machine.mount_points(())
 
 
 def start(p: NodePaths, spawn: Spawn, kubeconfig: Path, tars: list[Path]) -> None:
@@ -131,8 +130,7 @@ def _listens(path: Path) -> bool:
 def enter_argv_plain(p: NodePaths, argv: list[str]) -> list[str]:
     """``argv`` in the node's namespaces, in the caller's cgroup (a short-lived command)."""
     ns = _ns_dir(p)
-    return ["nsenter", f"--net={NETNS_RUN_DIR}/{p.node.netns}", f"--mount={ns / 'mnt'}",
-            f"--uts={ns / 'uts'}", "--", *argv]
+    return in_netns(p.node.netns, ["nsenter", f"--mount={ns / 'mnt'}", f"--uts={ns / 'uts'}", "--", *argv])
 
 
 def cut(p: NodePaths) -> None:
@@ -154,11 +152,11 @@ def remove(p: NodePaths) -> None:
             _run(["umount", str(ns)])
     # Mounts of pods' network namespaces and volumes live in the node's mount namespace, gone
     # with it; containerd's state is a plain directory here.
-    deadline = time.monotonic() + 5
-    while (p.dir / "containerd").exists() and time.monotonic() < deadline:
-        try:
-            shutil.rmtree(p.dir / "containerd")
-        except FileNotFoundError:
-            break
-        except OSError:
-            time.sleep(0.1)
+    def removed() -> bool:
+        shutil.rmtree(p.dir / "containerd", ignore_errors=True)
+        return not (p.dir / "containerd").exists()
+
+    # A shim that died with the node may hold a file open for a moment.
+    with contextlib.suppress(WaitTimeout):
+        poll_until(removed, timeout=CONTAINERD_GONE_SECONDS, interval=0.1, retry_on=(),
+                   description=f"{p.node.name}'s containerd directory to be removed")
