@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from lbconform import options
 from lbconform.errors import LbconformError
+from lbconform.signals import Stopped
 
 DESCRIPTION = ("Conformance and chaos tests for Kubernetes Service type=LoadBalancer implementations: "
                "'lbconform run --kubeconfig K --provider P' certifies your cluster's load balancer.")
@@ -238,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LbconformError as exc:
         print(f"lbconform: error: {exc}", file=sys.stderr)
         return 2
+    except Stopped as exc:
+        print(f"lbconform: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("lbconform: interrupted", file=sys.stderr)
         return 130

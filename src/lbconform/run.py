@@ -33,6 +33,7 @@ from lbconform.features import PROFILES, parse_features
 from lbconform.localcluster import kubeconfig_of, the_local_cluster
 from lbconform.nsexec import netns_exists
 from lbconform.resources import data_dir
+from lbconform.signals import Stopped, stoppable
 
 log = logging.getLogger(__name__)
 
@@ -241,21 +242,25 @@ def run(opts: RunOptions, say: Say) -> int:
     made = preflight.check_local(opts.report_dir, opts.workers)
     local = None
     try:
-        if opts.kubeconfig:
-            preflight.check_cluster(Path(opts.kubeconfig).expanduser(), opts.context)
-        else:
-            assert opts.provider is not None
-            existing = the_local_cluster()
-            existing.clear_leftover()
-            access = existing.running()
-            if access is not None:
-                existing.check_provider(opts.provider)
-                say(f"using the running {existing.name} as it is (its LB defects included); it stays running")
-                preflight.check_cluster(access.kubeconfig, None)
+        # A signal while a local cluster boots: its boot tears down what it made (the run's exit is
+        # 130 or 143, lbconform.cli).
+        with stoppable():
+            if opts.kubeconfig:
+                preflight.check_cluster(Path(opts.kubeconfig).expanduser(), opts.context)
             else:
-                local = existing
-                local.boot(opts.provider, say)
-    except UsageError:
+                assert opts.provider is not None
+                existing = the_local_cluster()
+                existing.clear_leftover()
+                access = existing.running()
+                if access is not None:
+                    existing.check_provider(opts.provider)
+                    say(f"using the running {existing.name} as it is (its LB defects included); "
+                        "it stays running")
+                    preflight.check_cluster(access.kubeconfig, None)
+                else:
+                    local = existing
+                    local.boot(opts.provider, say)
+    except (UsageError, Stopped):
         preflight.undo(made)
         raise
     for stale in ("conformance-report.yaml", "datasheet.md", "junit.xml"):

@@ -1,8 +1,9 @@
 """Runs that do not end on their own: stopped by Ctrl-C or SIGTERM, a run ends within 30 s with
 130 or 143, the tests in flight end and what they made is gone, a lab the run booted is removed,
 and the report says the run was interrupted (the signal goes to the run's process group, as a
-terminal's Ctrl-C and a cancelled CI job send it). A run whose cluster goes away is an error,
-not a failure of the LB."""
+terminal's Ctrl-C and a cancelled CI job send it). A lab's boot stopped at any of its steps, by
+``lab up`` or by the run that boots it, ends as soon and leaves nothing. A run whose cluster goes
+away is an error, not a failure of the LB."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from lbconform_lab.cluster import Lab
 from lbconform_lab.netns import list_netns
 from lbconform_lab.topology import PREFIX
 from tests.lab.runs import outcome
+from tests.lab.test_lifecycle import assert_nothing_left, root_namespace_snapshot
 
 pytestmark = pytest.mark.lab
 
@@ -135,3 +137,57 @@ def test_a_cluster_that_goes_away_mid_run_is_an_error_not_a_failure(no_lab: Lab,
     assert core["result"] == "error" and core["statistics"]["failed"] == 0, core
     assert core["statistics"]["errors"] > 0
     assert "no test failed, but some broke on the cluster" in err, err[-3000:]
+
+
+#: Where the boots are stopped: the step the boot has just begun (its progress line), and the
+#: signal. Each command meets both signals; the steps go from namespaces being made to nodes
+#: registering, with the control plane's processes running between.
+BOOT_STOPS = {
+    "lab up": [("network", signal.SIGINT), ("apiserver", signal.SIGTERM), ("nodes", signal.SIGINT)],
+    "run": [("apiserver", signal.SIGINT), ("nodes", signal.SIGTERM)],
+}
+
+
+def stop_boot(argv: list[str], step: str, sig: signal.Signals, later: float = 0.0) -> tuple[int, str, float]:
+    """``argv`` started in a process group of its own, ``sig`` to the group as the boot begins
+    ``step`` (or ``later`` seconds after): its exit code, its stderr, and how long it took to end
+    after the signal."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            process_group=0)
+    assert proc.stderr is not None
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.strip() == f"lbconform: {step}...":
+                break
+        else:
+            raise AssertionError(f"the boot ended ({proc.wait()}) before step {step}: {''.join(seen)}")
+        time.sleep(later)
+        os.killpg(proc.pid, sig)
+        sent = time.monotonic()
+        err = proc.communicate(timeout=STOP_SECONDS)[1]
+        return proc.returncode, "".join(seen) + err, time.monotonic() - sent
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"{' '.join(argv[2:4])} did not end within {STOP_SECONDS}s of {sig.name} at "
+                             f"{step}: {''.join(seen)}") from None
+
+
+@pytest.mark.lab_lifecycle
+@pytest.mark.parametrize(("command", "step", "sig"), [
+    (command, step, sig) for command, stops in BOOT_STOPS.items() for step, sig in stops],
+    ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v).replace(" ", "-"))
+def test_a_boot_stopped_at_any_step_ends_at_once_and_leaves_nothing(no_lab: Lab, tmp_path: Path, command: str,
+                                                                     step: str, sig: signal.Signals) -> None:
+    before = root_namespace_snapshot()
+    reports = tmp_path / "reports"
+    argv = [sys.executable, "-m", "lbconform.cli", *(
+        ["lab", "up"] if command == "lab up" else
+        ["run", "--profile", "core", "-n", "2", "--report-dir", str(reports)])]
+    code, err, took = stop_boot(argv, step, sig)
+    assert code == 128 + sig, err
+    assert f"lbconform: stopped by {sig.name}" in err, err
+    assert_nothing_left(no_lab.dir, before)
+    assert not reports.exists(), "the run's report folder was left"
+    print(f"{command}: stopped {took:.1f}s after {sig.name} at {step}")

@@ -10,6 +10,7 @@ import os
 import sys
 
 from lbconform.errors import LbconformError
+from lbconform.signals import stoppable
 from lbconform_lab import build, realnode, topology
 from lbconform_lab.cluster import AGENT, CONTAINERD, DEFAULT_API_PORT, LBS, NODE_RUNTIMES, REFERENCE_LB, Lab
 from lbconform_lab.lb.client import LabLB
@@ -35,8 +36,9 @@ def cmd_lab_build(args: argparse.Namespace) -> int:
 
 def cmd_lab_up(args: argparse.Namespace) -> int:
     lab = _lab(args)
-    report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect),
-                    lb_mode=args.lb_mode, lb=args.lb, node_runtime=args.node_runtime)
+    with stoppable():  # Ctrl-C or SIGTERM: the boot's teardown runs, then 130 or 143
+        report = lab.up(node_count=args.nodes, api_port=args.api_port, lb_defects=tuple(args.lb_defect),
+                        lb_mode=args.lb_mode, lb=args.lb, node_runtime=args.node_runtime)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items())
     print(f"lab is up: {args.nodes} nodes Ready in {report.total:.1f}s ({phases})")
     print(f"  kubectl:  lbconform lab kubectl get nodes  (or KUBECONFIG={lab.dir.kubeconfig} kubectl)")

@@ -25,6 +25,7 @@ from lbconform.cache import cache_root
 from lbconform.errors import LabError, UsageError
 from lbconform.kube.rawapi import Json, RawApi, api_client
 from lbconform.logs import log_tail
+from lbconform.signals import held
 from lbconform.wait import poll_until
 from lbconform_lab import (
     build,
@@ -59,6 +60,9 @@ NODES_READY_SECONDS: Final = 60.0
 #: How long ``lab node start`` waits for the node to be Ready again.
 NODE_RESTART_READY_SECONDS: Final = 60.0
 LB_READY_SECONDS: Final = 30.0
+#: A real node's kube-proxy is SIGKILLed if it has not ended this long after SIGTERM (a pod's
+#: default grace period).
+KUBE_PROXY_STOP_SECONDS: Final = 30.0
 #: What the reference LB saves for the process that replaces it, in the lab's directory.
 LB_STATE_FILE: Final = "lb-state.json"
 #: The reference LB's identity; RBAC grants it what a cloud service controller has.
@@ -251,11 +255,14 @@ class Lab:
         if not build.binaries_built():
             with self._phase(report, "build"):
                 build.Builder(progress=self.progress).build_all()
-        self.dir.root.mkdir(parents=True, exist_ok=True)
         state = LabState(nodes=node_count, api_port=api_port, lb=lb, lb_mode=lb_mode,
                          lb_defects=list(lb_defects), node_runtime=node_runtime)
-        self.dir.write(state)
+        # A signal (``lbconform.signals.stoppable``) or a failure at any step tears down what the
+        # steps before made; each step is recorded with what it makes (``held``).
         try:
+            with held():
+                self.dir.root.mkdir(parents=True, exist_ok=True)
+                self.dir.write(state)
             self._boot(state, nodes, report)
         except BaseException as exc:
             # Saying so may fail too (a closed pipe): it must not keep the half-made lab.
@@ -274,10 +281,12 @@ class Lab:
         report.phases[name] = time.monotonic() - started
 
     def _spawn(self, state: LabState, key: str, argv: list[str], netns: str | None) -> Process:
-        proc = procs.spawn(key, argv, netns=netns, log_path=self.dir.logs / f"{key}.log",
-                           env=_child_env())
-        state.processes[key] = proc
-        self.dir.write(state)
+        """Start a lab process and record it, never one without the other."""
+        with held():
+            proc = procs.spawn(key, argv, netns=netns, log_path=self.dir.logs / f"{key}.log",
+                               env=_child_env())
+            state.processes[key] = proc
+            self.dir.write(state)
         return proc
 
     def _boot(self, state: LabState, nodes: list[topo.Node], report: BootReport) -> None:
@@ -316,7 +325,7 @@ class Lab:
             if state.node_runtime == CONTAINERD:
                 self.api().post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", kubelet_api_rbac())
                 machine.hold(str(self.dir.root), nodeconfig.KUBELET_SYSCTLS, realnode.MACHINE_DIRS)
-                tars = images.ensure()
+                tars = images.ensure(lb=state.lb)
                 for node in nodes:
                     self._start_real_node(state, node, tars)
             else:
@@ -394,9 +403,26 @@ class Lab:
         realnode.prepare(p, self.dir.pki / "ca.crt", self.dir.kubelet_serving(node.name))
         realnode.start(p, lambda key, argv: self._spawn(state, key, argv, None),
                        self.dir.node_dir(node.name) / "kubeconfig", tars)
+        self._spawn_kube_proxy(state, node)
+
+    def _spawn_kube_proxy(self, state: LabState, node: topo.Node) -> None:
+        """A real node's kube-proxy: a lab process in the node's network namespace (the agent runs
+        its node's own)."""
         kube_proxy = controlplane.kube_proxy_args(
             build.binary("kube-proxy"), self.dir.node_dir(node.name) / "kube-proxy.kubeconfig", node)
         self._spawn(state, f"kube-proxy-{node.name}", kube_proxy, node.netns)
+
+    def restart_kube_proxy(self, name: str) -> None:
+        """A real node's kube-proxy ended by SIGTERM and started again, as its DaemonSet's pod is
+        restarted (its rules stay in place meanwhile)."""
+        state = self.dir.read()
+        node = topo.node_by_name(name, state.nodes)
+        old = state.processes.get(f"kube-proxy-{node.name}")
+        if state.node_runtime != CONTAINERD or old is None or not procs.alive(old):
+            raise LabError(f"{name} has no kube-proxy of the lab's running (a node agent runs its own, or "
+                           "the node is down)")
+        procs.stop([old], grace=KUBE_PROXY_STOP_SECONDS)
+        self._spawn_kube_proxy(state, node)
 
     def _route_pod_cidrs(self, state: LabState, nodes: list[topo.Node]) -> None:
         """Each node's podCIDR routed through its address in every other namespace on the fabric,
@@ -554,7 +580,7 @@ class Lab:
         network.reset_node_addresses(node)
         network.set_node_link(node, up=True)
         if state.node_runtime == CONTAINERD:
-            self._start_real_node(state, node, images.ensure())
+            self._start_real_node(state, node, images.ensure(lb=state.lb))
         else:
             self._start_agent(state, node)
         self._wait_nodes_ready(state, [node], NODE_RESTART_READY_SECONDS)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
+from lbconform import signals
 from lbconform.errors import LabError
 from lbconform.wait import WaitTimeout, poll_until
 from lbconform_lab import topology as topo
@@ -81,7 +82,7 @@ def hold(lab: str, wanted: Mapping[str, int], dirs: Sequence[Path] = (), record:
     """Set the sysctls ``wanted`` and make the directories ``dirs`` (mount points the nodes need)
     for ``lab``, keeping the machine's values, and which directories the labs made, while any lab
     holds them."""
-    with _locked(record):
+    with signals.held(), _locked(record):
         held = _read(record)
         for key in wanted:
             held.sysctls.setdefault(key, int((root / key).read_text().split()[0]))
@@ -98,7 +99,7 @@ def hold(lab: str, wanted: Mapping[str, int], dirs: Sequence[Path] = (), record:
 def release(lab: str, record: Path = RECORD, root: Path = PROC_SYS) -> None:
     """``lab`` no longer holds what ``hold`` set; the last lab to let go puts the machine's values
     back and removes the directories the labs made."""
-    with _locked(record):
+    with signals.held(), _locked(record):
         if not record.exists():
             return
         held = _read(record)
