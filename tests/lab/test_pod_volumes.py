@@ -13,7 +13,7 @@ import pytest
 
 from lbconform.kube.manifests import Applier
 from lbconform.wait import poll_until
-from lbconform_lab import build, topology
+from lbconform_lab import build, machine, topology
 from lbconform_lab.cluster import Lab
 
 pytestmark = pytest.mark.lab
@@ -90,11 +90,12 @@ def _machine_files(lab: Lab) -> dict[str, str]:
 
     Left out, because other programs write there all the time: /var/log, /var/cache and
     /var/tmp, the lab's own directory and every other lab instance's (a lab beside this one, with
-    tests of its own), /run/netns (the labs' namespaces), and the tool directories in $HOME (only
-    its own files and ~/.kube, where kubeconfigs live, are read).
+    tests of its own), the record of what labs with real nodes hold of the machine (one beside this
+    one writes it as it boots), /run/netns (the labs' namespaces), and the tool directories in
+    $HOME (only its own files and ~/.kube, where kubeconfigs live, are read).
     """
     skip = {Path("/var/log"), Path("/var/cache"), Path("/var/tmp"), Path("/run/netns"),
-            lab.dir.root.resolve(),
+            lab.dir.root.resolve(), machine.RECORD,
             *(Path(topology.lab_dir(n)) for n in range(1, topology.MAX_INSTANCES + 1))}
     home = Path.home()
     roots = [(Path("/etc"), True), (Path("/var"), True), (Path("/run"), True), (home, False),
@@ -106,6 +107,8 @@ def _machine_files(lab: Lab) -> dict[str, str]:
             dirnames[:] = [d for d in dirnames if deep and here / d not in skip
                            and not (here / d).is_mount()]
             for name in [*filenames, *([] if deep else dirnames)]:
+                if here / name in skip:
+                    continue
                 try:
                     st = (here / name).lstat()
                 except OSError:

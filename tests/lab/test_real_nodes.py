@@ -1,11 +1,14 @@
 """Real nodes (``lab up --node-runtime containerd``): each node runs the kubelet and containerd,
 which run its pods with runc from images the lab built, on the CNI plugins' network; the kubelet
-serves its own API; a node killed is a power cut and a node started is a boot; ``lab down``
-leaves nothing on the machine (sysctls, cgroups and mounts included)."""
+serves its own API; a node killed is a power cut and a node started is a boot; a kube-proxy
+restarted comes back (the chaos experiments' hooks); ``lab down``, and a boot stopped while its
+nodes start, leave nothing on the machine (sysctls, cgroups and mounts included)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +18,9 @@ from lbconform.wait import poll_until
 from lbconform_lab import build, machine, versions
 from lbconform_lab import topology as topo
 from lbconform_lab.cluster import CONTAINERD, Lab
+from lbconform_lab.provider import LabNodes
 from tests.lab.helpers import client_get, deploy_backend, pods_by_node, wait_for_vip
+from tests.lab.test_interrupt import stop_boot
 from tests.lab.test_lifecycle import assert_nothing_left, cli, one_line_error, root_namespace_snapshot
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle, pytest.mark.own_lab]
@@ -24,6 +29,14 @@ NODES = 2
 #: The kubelet starts a killed node's pod again within this of the node's start (a sandbox and a
 #: container, the readiness probe's first pass).
 POD_BACK_SECONDS = 60.0
+#: How far into the nodes' step the boot is stopped: the kubelet's sysctls set, the images
+#: imported, the first node's namespaces, mounts and containerd up.
+INTO_NODES_SECONDS = 2.0
+#: The repositories of the images each upstream load balancer's pods name.
+UPSTREAM_IMAGES = {"metallb": ("quay.io/metallb/controller", "quay.io/metallb/speaker"),
+                   "kube-vip": ("ghcr.io/kube-vip/kube-vip", "ghcr.io/kube-vip/kube-vip-cloud-provider")}
+#: A Service's address from an announcing implementation, once its pods run.
+LB_ADDRESS_SECONDS = 60.0
 NAMESPACE = "real-nodes"
 
 
@@ -110,5 +123,47 @@ def test_real_nodes_run_the_labs_images_serve_the_kubelet_api_and_die_as_machine
     poll_until(lambda: answering(vip, names), timeout=30, interval=0.5,
                description=f"both pods to answer through {vip} again")
 
+    # The chaos experiments' hooks: a kube-proxy restarted answers again and the Service serves;
+    # a node that runs is not started twice.
+    first = topo.Node(1).name
+    before_restart = no_lab.dir.read().processes[f"kube-proxy-{first}"].pid
+    LabNodes().restart_kube_proxy(first)
+    assert no_lab.dir.read().processes[f"kube-proxy-{first}"].pid != before_restart
+    LabNodes().start_node(first)
+    poll_until(lambda: answering(vip, names), timeout=30, interval=0.5,
+               description=f"both pods to answer through {vip} after kube-proxy's restart")
+
+    no_lab.down()
+    assert_nothing_left(no_lab.dir, before)
+
+
+def test_a_boot_stopped_while_real_nodes_start_leaves_nothing(no_lab: Lab) -> None:
+    before = root_namespace_snapshot()
+    argv = [sys.executable, "-m", "lbconform.cli", "lab", "up", "--nodes", str(NODES),
+            "--node-runtime", CONTAINERD]
+    code, err, took = stop_boot(argv, "nodes", signal.SIGINT, later=INTO_NODES_SECONDS)
+    assert code == 130 and "lbconform: stopped by SIGINT" in err, err
+    assert_nothing_left(no_lab.dir, before)
+    print(f"stopped {took:.1f}s after SIGINT")
+
+
+@pytest.mark.parametrize("lb", ["metallb", "kube-vip"])
+def test_upstreams_load_balancers_run_from_the_labs_images_on_real_nodes(no_lab: Lab, lb: str) -> None:
+    """MetalLB's controller and speakers, kube-vip and its cloud provider: upstream's manifests, the
+    images the lab built under upstream's references, a Service's address announced and served."""
+    if not build.optional_built(lb):
+        pytest.skip(f"{lb} is not built: 'lbconform lab build --with {lb}' (make setup builds it)")
+    before = root_namespace_snapshot()
+    no_lab.up(node_count=NODES, node_runtime=CONTAINERD, lb=lb)
+    api = no_lab.api()
+    images = {c["image"] for p in api.get("/api/v1/pods")["items"] for c in p["spec"]["containers"]
+              if p["metadata"]["namespace"] != NAMESPACE}
+    assert {i.rpartition(":")[0] for i in images} >= set(UPSTREAM_IMAGES[lb]), images
+    api.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+    deploy_backend(Applier(api, NAMESPACE), tweaks.replicas(NODES), tweaks.one_per_node)
+    vip = wait_for_vip(api, NAMESPACE, timeout=LB_ADDRESS_SECONDS)
+    names = {p["metadata"]["name"] for p in pods_by_node(api, NAMESPACE).values()}
+    poll_until(lambda: answering(vip, names), timeout=30, interval=0.5,
+               description=f"both pods to answer through {vip}, announced by {lb}")
     no_lab.down()
     assert_nothing_left(no_lab.dir, before)

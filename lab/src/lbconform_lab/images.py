@@ -10,6 +10,10 @@ would pull it by, and holds what upstream's image of that name holds for the lab
 - ``registry.k8s.io/e2e-test-images/agnhost:2.63.0``: the agnhost the lab builds from the same
   module, with a shell and the tools upstream's e2e execs in it: busybox (Debian's static build,
   all its applets, as upstream's Alpine base has), curl and OpenBSD's nc with their libraries.
+- With ``--lb metallb``, ``quay.io/metallb/controller`` and ``speaker`` at the version the lab
+  builds, and with ``--lb kube-vip``, ``ghcr.io/kube-vip/kube-vip`` and its cloud provider: each
+  the one static program upstream's image (``FROM scratch`` or distroless) holds, at the path its
+  entrypoint names, built from the project's own module.
 
 Each image is one OCI layout tar (``oci.write_layout``) in the cache, named by a digest of what
 makes it (its entries, with each file's source path, size and modification time), so a rebuilt
@@ -28,7 +32,7 @@ from typing import Final
 
 from lbconform.cache import cache_root
 from lbconform.errors import LabError
-from lbconform_lab import build, oci
+from lbconform_lab import build, oci, versions
 
 PAUSE: Final = "registry.k8s.io/pause:3.10.1"
 AGNHOST: Final = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
@@ -79,8 +83,28 @@ def agnhost() -> oci.Image:
     return oci.Image(AGNHOST, entries, oci.Config(entrypoint=["/agnhost"]))
 
 
+def entrypoint_image(reference: str, path: str, binary: str) -> Callable[[], oci.Image]:
+    """An image of one built program at ``path``, its entrypoint."""
+    def make() -> oci.Image:
+        return oci.Image(reference, [oci.File(path, build.binary(binary), 0o755)],
+                         oci.Config(entrypoint=[path]))
+    return make
+
+
 #: Every image a real node holds, made from this machine's files at each call.
 RECIPES: Final[tuple[Callable[[], oci.Image], ...]] = (pause, agnhost)
+#: The images of the load balancers the lab runs from upstream's manifests, by ``lab up --lb``.
+LB_RECIPES: Final[dict[str, tuple[Callable[[], oci.Image], ...]]] = {
+    "metallb": (
+        entrypoint_image(f"quay.io/metallb/controller:{versions.METALLB_VERSION}", "/controller",
+                         "metallb-controller"),
+        entrypoint_image(f"quay.io/metallb/speaker:{versions.METALLB_VERSION}", "/speaker",
+                         "metallb-speaker")),
+    "kube-vip": (
+        entrypoint_image(f"ghcr.io/kube-vip/kube-vip:{versions.KUBE_VIP_VERSION}", "/kube-vip", "kube-vip"),
+        entrypoint_image(f"ghcr.io/kube-vip/kube-vip-cloud-provider:{versions.KUBE_VIP_CLOUD_PROVIDER_VERSION}",
+                         "/kube-vip-cloud-provider", "kube-vip-cloud-provider")),
+}
 
 
 def image_key(image: oci.Image) -> str:
@@ -106,11 +130,12 @@ def tar_name(reference: str, key: str) -> str:
     return f"{reference.rpartition('/')[2].replace(':', '-')}-{key}.tar"
 
 
-def ensure(root: Path | None = None) -> list[Path]:
-    """Every image's layout tar, written where it is missing; their paths, in ``RECIPES`` order."""
+def ensure(root: Path | None = None, lb: str = "") -> list[Path]:
+    """Every image's layout tar (and those of the load balancer ``lb``), written where it is
+    missing; their paths, in ``RECIPES`` order."""
     root = root or images_dir()
     out = []
-    for make in RECIPES:
+    for make in (*RECIPES, *LB_RECIPES.get(lb, ())):
         image = make()
         path = root / tar_name(image.reference, image_key(image))
         if not path.exists():

@@ -30,7 +30,7 @@ from typing import Final
 from lbconform.errors import LabError
 from lbconform.kube.rawapi import Json, RawApi
 from lbconform_lab import build
-from lbconform_lab.upstream import POOL_RANGE, kubectl_apply, wait_ready
+from lbconform_lab.upstream import POOL_RANGE, held_images, kubectl_apply, wait_ready
 
 NAMESPACE: Final = "kube-system"
 #: The cloud provider's address pools (its default ConfigMap name and key for every namespace).
@@ -72,7 +72,7 @@ def install(api: RawApi, kubeconfig: Path, nodes: int, progress: Progress) -> No
     api.post(f"/api/v1/namespaces/{NAMESPACE}/configmaps", config_map())
     progress(f"kube-vip-cloud-provider {build.KUBE_VIP_CLOUD_PROVIDER.version}: applying upstream's manifest")
     kubectl_apply(kubeconfig, build.KUBE_VIP_CLOUD_PROVIDER_MANIFEST,
-                  path=build.file(build.KUBE_VIP_CLOUD_PROVIDER_MANIFEST))
+                  text=held_images(build.file(build.KUBE_VIP_CLOUD_PROVIDER_MANIFEST).read_text()))
     progress(f"kube-vip: applying the RBAC and DaemonSet it writes (services, ARP on {INTERFACE})")
     kubectl_apply(kubeconfig, "kube-vip's RBAC", text=generated("rbac"))
     kubectl_apply(kubeconfig, "kube-vip's DaemonSet", text=generated("daemonset", *DAEMONSET_FLAGS))

@@ -77,33 +77,51 @@ class LabNodes:
         Lab().kill_node(name)
 
     def start_node(self, name: str) -> None:
+        """Start the node unless it runs (its agent, or a real node's kubelet)."""
         from lbconform_lab import procs
         from lbconform_lab import topology as topo
         from lbconform_lab.cluster import Lab, agent_key
 
         lab = Lab()
         state = lab.dir.read()
-        agent = state.processes.get(agent_key(topo.node_by_name(name, state.nodes)))
-        if agent is not None and procs.alive(agent):
+        node = topo.node_by_name(name, state.nodes)
+        running = state.processes.get(agent_key(node)) or state.processes.get(f"kubelet-{node.name}")
+        if running is not None and procs.alive(running):
             return
         lab.start_node(name)
 
     def restart_kube_proxy(self, node: str) -> None:
-        """SIGTERM the node's kube-proxy; its node agent starts a new one, as a DaemonSet would."""
+        """SIGTERM the node's kube-proxy and wait for a new one to answer: its node agent starts it
+        again, as a DaemonSet would, or on a real node the lab does."""
+        from lbconform_lab import procs
         from lbconform_lab import topology as topo
+        from lbconform_lab.cluster import CONTAINERD, Lab
         from lbconform_lab.probe import http_status
         from lbconform_lab.state import LabDir
 
         labdir = LabDir()
-        lab_node = topo.node_by_name(node, labdir.read().nodes)
-        pid_file = labdir.node_dir(lab_node.name) / "kube-proxy.pid"
-        old = kube_proxy_pid(pid_file, lab_node.name)
-        if old is None:
-            raise LabError(f"kube-proxy of {node} is not running (no live pid in {pid_file})")
-        os.kill(old, signal.SIGTERM)
+        state = labdir.read()
+        lab_node = topo.node_by_name(node, state.nodes)
+        if state.node_runtime == CONTAINERD:
+            Lab().restart_kube_proxy(node)
+            new_proc = LabDir().read().processes[f"kube-proxy-{lab_node.name}"]
+
+            def current() -> int | None:
+                return new_proc.pid if procs.alive(new_proc) else None
+
+            old: int | None = None
+        else:
+            pid_file = labdir.node_dir(lab_node.name) / "kube-proxy.pid"
+            old = kube_proxy_pid(pid_file, lab_node.name)
+            if old is None:
+                raise LabError(f"kube-proxy of {node} is not running (no live pid in {pid_file})")
+            os.kill(old, signal.SIGTERM)
+
+            def current() -> int | None:
+                return kube_proxy_pid(pid_file, lab_node.name)
 
         def restarted() -> bool:
-            new = kube_proxy_pid(pid_file, lab_node.name)
+            new = current()
             if new is None or new == old:
                 return False
             status, _ = http_status(lab_node.netns, lab_node.ip, KUBE_PROXY_HEALTHZ_PORT, "/healthz")

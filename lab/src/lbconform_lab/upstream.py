@@ -1,6 +1,7 @@
 """What the lab shares for the load balancers it installs as upstream ships them (MetalLB,
-kube-vip): the addresses they may hand out, ``kubectl apply`` of their manifests, and the wait
-for their workloads, which names every pod that is not Ready when it gives up."""
+kube-vip): the addresses they may hand out, ``kubectl apply`` of their manifests (with nothing
+to pull: ``held_images``), and the wait for their workloads, which names every pod that is not
+Ready when it gives up."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import ipaddress
 import subprocess
 from pathlib import Path
 from typing import Final
+
+import yaml
 
 from lbconform.errors import LabError
 from lbconform.kube.rawapi import ApiError, RawApi
@@ -25,6 +28,19 @@ def in_pool_range(address: str) -> bool:
     first, last = (ipaddress.IPv4Address(a) for a in POOL_RANGE.split("-"))
     ip = ipaddress.IPv4Address(address)
     return first <= ip <= last and ip in ipaddress.ip_network(topo.VIP_CIDR)
+
+
+def held_images(manifest: str) -> str:
+    """The manifest with each container's ``imagePullPolicy: Always`` made ``IfNotPresent``, as an
+    air-gapped cluster's install does: the lab has no registry, its nodes hold the images
+    (``images``), and a pull that must happen fails (kube-vip's cloud provider asks for one)."""
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    for doc in docs:
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+            if c.get("imagePullPolicy") == "Always":
+                c["imagePullPolicy"] = "IfNotPresent"
+    return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def kubectl_apply(kubeconfig: Path, what: str, *, path: Path | None = None, text: str | None = None) -> None:
