@@ -102,14 +102,17 @@ class LabNodes:
         labdir = LabDir()
         state = labdir.read()
         lab_node = topo.node_by_name(node, state.nodes)
+
+        def answers() -> bool:
+            status, _ = http_status(lab_node.netns, lab_node.ip, KUBE_PROXY_HEALTHZ_PORT, "/healthz")
+            return status == 200
+
         if state.node_runtime == CONTAINERD:
             Lab().restart_kube_proxy(node)
-            new_proc = LabDir().read().processes[f"kube-proxy-{lab_node.name}"]
+            new = labdir.read().processes[f"kube-proxy-{lab_node.name}"]
 
-            def current() -> int | None:
-                return new_proc.pid if procs.alive(new_proc) else None
-
-            old: int | None = None
+            def restarted() -> bool:
+                return procs.alive(new) and answers()
         else:
             pid_file = labdir.node_dir(lab_node.name) / "kube-proxy.pid"
             old = kube_proxy_pid(pid_file, lab_node.name)
@@ -117,15 +120,8 @@ class LabNodes:
                 raise LabError(f"kube-proxy of {node} is not running (no live pid in {pid_file})")
             os.kill(old, signal.SIGTERM)
 
-            def current() -> int | None:
-                return kube_proxy_pid(pid_file, lab_node.name)
-
-        def restarted() -> bool:
-            new = current()
-            if new is None or new == old:
-                return False
-            status, _ = http_status(lab_node.netns, lab_node.ip, KUBE_PROXY_HEALTHZ_PORT, "/healthz")
-            return status == 200
+            def restarted() -> bool:
+                return kube_proxy_pid(pid_file, lab_node.name) not in (None, old) and answers()
 
         poll_until(restarted, timeout=KUBE_PROXY_RESTART_SECONDS, interval=0.2, retry_on=(OSError,),
                    description=f"a new kube-proxy on {node} to answer /healthz")

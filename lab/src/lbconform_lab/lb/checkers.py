@@ -2,9 +2,9 @@
 
 One ``health.Checker`` per backend that has a health target, subscribed to its target's probe
 (``health.Probes``) when the backend joins the pool and unsubscribed when it leaves or its probe
-changes. A new checker starts unhealthy, as a new
-backend does on GCP and Azure, unless the process before this one found the backend healthy
-(``warm``): a restart fails no flow. A backend gets new flows while it passes its check.
+changes. A new checker starts unhealthy, as a new backend does on GCP and Azure, unless the
+process before this one found the backend healthy (``warm``): a restart fails no flow. A backend
+gets new flows while it passes its check.
 """
 
 from __future__ import annotations

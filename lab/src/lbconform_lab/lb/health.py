@@ -5,8 +5,9 @@ Azure.
 
 A target probed with the same interval and timeout for several Services is probed once for all of
 them (``Probes``), as GCP's one health check of every node's kube-proxy serves all the cluster's
-Services of policy Cluster: a lab run makes dozens of such Services, and a probe per Service and
-node, each a thread, took half a core of the LB's process here with sixty of them. Each Service
+Services of policy Cluster: a lab run makes dozens of such Services, and with sixty of them a
+probe per Service and node ran 190 threads and took 1.93 s of CPU per 20 s here (shared: 9
+threads, 0.48 s). Each Service
 still judges the results by its own thresholds (``Checker``), from the first result after it
 subscribed: a new Service's backend needs its passes whatever others found.
 """
