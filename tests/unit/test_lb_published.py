@@ -186,6 +186,9 @@ def test_the_controller_deletes_the_object_when_it_lets_a_service_go() -> None:
     c._forget("ns/backend")
     assert api.calls == []  # the pass only notes it: the writer's thread deletes it
     c.published.flush()
+    assert api.calls == []  # once the pass's rules are in
+    c.published.commit()
+    c.published.flush()
     assert api.calls == [("delete", f"{PATH}/backend", None)]
 
 
@@ -241,10 +244,13 @@ def test_the_pass_only_notes_the_content_and_the_writer_writes_the_latest() -> N
     st.healthy = ["node-2"]
     writer.sync(st)
     writer.retry_removals({"ns/backend"})
-    assert api.calls == []
+    writer.flush()
+    assert api.calls == []  # nothing is written before the pass's rules are in
+    writer.commit()
     writer.flush()
     assert api.methods() == ["patch"]
     assert [m["healthy"] for m in api.calls[0][2]["status"]["members"]] == [False, True, False]  # type: ignore[index]
     writer.remove("ns/backend")
+    writer.commit()
     writer.flush()
     assert api.methods() == ["patch", "delete"]

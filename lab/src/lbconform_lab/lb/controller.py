@@ -209,6 +209,7 @@ class Controller:
             nft.apply(ruleset)
             self.ruleset = ruleset
         self.flows.run()
+        self.published.commit()
         self.warm.clear()
         self._publish()
         # As a cloud provider removes the finalizer once the load balancer is deleted: a reader

@@ -190,30 +190,42 @@ class Publisher:
     """The pass's BackendPool work, done by a thread of its own: the pass only notes what each
     object should say (in memory), and ``Published`` writes it to the apiserver, so that a slow
     apiserver does not hold up the pass. What is noted for a Service replaces what was noted
-    before and not yet written: only the latest content is ever written."""
+    before and not yet written: only the latest content is ever written. What a pass notes is
+    written only once the pass's rules are in (``commit``): a reader who sees a backend leave the
+    object must find no new connection going to it (a pool written before the rules let a
+    user-path run see a node out of the pool while its rules still sent it a new connection)."""
 
     def __init__(self, published: Published) -> None:
         self.published = published
         self.lock = threading.Lock()
-        #: Service key -> (uid, status) to write, or None to delete the object.
+        #: Service key -> (uid, status) to write, or None to delete the object: noted by the pass
+        #: in progress, and committed (may be written).
+        self.noted: dict[str, tuple[str, Json] | None] = {}
         self.wanted: dict[str, tuple[str, Json] | None] = {}
-        #: The Services served at the last pass, for ``Published.retry_removals``.
+        #: The Services served at the last pass, for ``Published.retry_removals``: the same two.
+        self.noted_served: frozenset[str] | None = None
         self.served: frozenset[str] | None = None
         self.wake = threading.Event()
 
     def sync(self, st: ServiceState) -> None:
         with self.lock:
-            self.wanted[st.key] = (st.uid, pool_status(st))
-        self.wake.set()
+            self.noted[st.key] = (st.uid, pool_status(st))
 
     def remove(self, key: str) -> None:
         with self.lock:
-            self.wanted[key] = None
-        self.wake.set()
+            self.noted[key] = None
 
     def retry_removals(self, served: Iterable[str]) -> None:
         with self.lock:
-            self.served = frozenset(served)
+            self.noted_served = frozenset(served)
+
+    def commit(self) -> None:
+        """The pass's rules are in: what it noted may be written now."""
+        with self.lock:
+            self.wanted.update(self.noted)
+            self.noted = {}
+            if self.noted_served is not None:
+                self.served, self.noted_served = self.noted_served, None
         self.wake.set()
 
     def flush(self) -> None:
