@@ -41,8 +41,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.lab_lifecycle, pytest.mark.own_lab]
 VIP_SECONDS = 30.0
 
 #: What MetalLB does not claim, so core and extended report it not supported, with its reason:
-#: it probes nothing (health-check transitions, and the ``p < u`` ordering violation that rests
-#: on a time to unhealthy), sets no ``load-balancer-cleanup`` finalizer, announces nodes and not
+#: it probes nothing (health-check transitions, and the ``p < u`` and ``g < p`` ordering
+#: violations, which rest on a time to unhealthy longer than the app serves), sets no
+#: ``load-balancer-cleanup`` finalizer, announces nodes and not
 #: pod IPs (layer 2), and has no idle timeout of its own (it forwards nothing: kube-proxy does);
 #: under policy Local its one announcing node's backend is the only one that answers, so a switch
 #: of session affinity cannot show; its ingress is ipMode VIP, so a pod's path through the LB
@@ -56,7 +57,8 @@ NOT_SUPPORTED_ON_METALLB = {
         "test_node_to_be_deleted_leaves_cluster_policy_pool",
         "test_only_terminating_endpoints_fail_the_health_check",
         "test_unhealthy_after_last_local_endpoint_gone")),
-    "test_graceful_termination::test_ordering_violation_fails_requests[p-below-u]",
+    *(f"test_graceful_termination::test_ordering_violation_fails_requests[{v}]"
+      for v in ("p-below-u", "g-below-p")),
     "test_lifecycle::test_cleanup_finalizer_while_provisioned",
     "test_session_affinity::test_affinity_switched_on_and_off",
     "test_in_cluster_clients::test_pod_traffic_to_a_proxy_address_crosses_the_load_balancer",
