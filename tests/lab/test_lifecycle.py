@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -61,14 +62,26 @@ def processes_of(labdir: LabDir) -> list[str]:
     in namespaces the machine still names that are not this lab's (a process this lab left runs
     in the root namespace or in one of its own, deleted or not), or name another lab's directory
     and not this one's (a client of another lab, such as its tests' ``kubectl logs -f``)."""
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
     markers = ("lbconform_lab.agent", "lbconform_lab.forward", "/bin/kubernetes-v", "/bin/etcd-v",
                "/bin/lab-kubelet-v", "/bin/metallb-v", "/bin/kubelet-v", "/bin/containerd-v")
-    others = {os.stat(Path(NETNS_RUN_DIR) / name).st_ino for name in ns.list_netns()
-              if not name.startswith(topology.PREFIX)}
+    # Other labs make and delete namespaces meanwhile: those named before or after the listing.
+    others = _other_namespaces()
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
+    others |= _other_namespaces()
     return [line for line in out.stdout.splitlines() if any(m in line for m in markers)
             and _netns_inode(int(line.split()[0])) not in (others | {None})
             and not _names_another_lab(line, labdir)]
+
+
+def _other_namespaces() -> set[int]:
+    """The inodes of the named network namespaces that are not this lab's, but one deleted
+    between its listing and its look."""
+    inodes = set()
+    for name in ns.list_netns():
+        if not name.startswith(topology.PREFIX):
+            with contextlib.suppress(FileNotFoundError):
+                inodes.add(os.stat(Path(NETNS_RUN_DIR) / name).st_ino)
+    return inodes
 
 
 def _names_another_lab(args: str, labdir: LabDir) -> bool:
