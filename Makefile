@@ -5,10 +5,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # chromium renders the HTML report in tests/unit/test_html_report.py (headless, no Playwright).
 # gcc, libc6-dev and libseccomp-dev build the nodes' runc (cgo) and pause (gcc -static) with
-# `lbconform lab build --with nodes`, which checks for them too; busybox-static, curl and
-# netcat-openbsd go into the real nodes' agnhost image (lbconform_lab.images).
+# `lbconform lab build --with nodes`, which checks for them too; the rest go into the real nodes'
+# images (lbconform_lab.images.DEBS: a unit test checks that this list holds them).
 DEBS   := iproute2 nftables conntrack tcpdump wrk util-linux procps chromium gcc libc6-dev libseccomp-dev \
-	busybox-static curl netcat-openbsd
+	busybox-static curl netcat-openbsd bash jq python3.11-minimal libpython3.11-stdlib
 STAMP  := $(VENV)/.installed
 # Shared with src/lbconform_lab/build.py: built binaries and the Allure CLI live outside the repo.
 LBCONFORM_CACHE ?= $(HOME)/.cache/lbconform

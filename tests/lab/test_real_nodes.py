@@ -1,8 +1,9 @@
 """Real nodes (``lab up --node-runtime containerd``): each node runs the kubelet and containerd,
-which run its pods with runc from images the lab built, on the CNI plugins' network; the kubelet
-serves its own API; a node killed is a power cut and a node started is a boot; a kube-proxy
-restarted comes back (the chaos experiments' hooks); ``lab down``, and a boot stopped while its
-nodes start, leave nothing on the machine (sysctls, cgroups and mounts included)."""
+which run its pods with runc from images the lab built (agnhost, the quiet backend's python,
+kubectl in cluster), on the CNI plugins' network; the kubelet serves its own API; a node killed is
+a power cut and a node started is a boot; a kube-proxy restarted comes back (the chaos
+experiments' hooks); ``lab down``, and a boot stopped while its nodes start, leave nothing on the
+machine (sysctls, cgroups and mounts included)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 
 from lbconform.kube import objects, tweaks
 from lbconform.kube.manifests import Applier
+from lbconform.kube.rawapi import RawApi
+from lbconform.kube.workload import QUIET_KIND
 from lbconform.wait import poll_until
-from lbconform_lab import build, machine, versions
+from lbconform_lab import build, images, machine, versions
 from lbconform_lab import topology as topo
 from lbconform_lab.cluster import CONTAINERD, Lab
 from lbconform_lab.provider import LabNodes
@@ -29,8 +32,8 @@ NODES = 2
 #: The kubelet starts a killed node's pod again within this of the node's start (a sandbox and a
 #: container, the readiness probe's first pass).
 POD_BACK_SECONDS = 60.0
-#: How far into the nodes' step the boot is stopped: the kubelet's sysctls set, the images
-#: imported, the first node's namespaces, mounts and containerd up.
+#: How far into the nodes' step the boot is stopped: the kubelet's sysctls set, every node's
+#: namespaces, mounts and containerd up, the images being imported into them.
 INTO_NODES_SECONDS = 2.0
 #: The repositories of the images each upstream load balancer's pods name.
 UPSTREAM_IMAGES = {"metallb": ("quay.io/metallb/controller", "quay.io/metallb/speaker"),
@@ -38,11 +41,16 @@ UPSTREAM_IMAGES = {"metallb": ("quay.io/metallb/controller", "quay.io/metallb/sp
 #: A Service's address from an announcing implementation, once its pods run.
 LB_ADDRESS_SECONDS = 60.0
 NAMESPACE = "real-nodes"
+QUIET_NAMESPACE = "real-nodes-quiet"
 
 
 def kubectl(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(build.binary("kubectl")), f"--kubeconfig={lab.dir.kubeconfig}", *args],
                           capture_output=True, text=True, timeout=60, check=False)
+
+
+def pod_phase(api: RawApi, name: str) -> str:
+    return str(api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}").get("status", {}).get("phase", ""))
 
 
 def answering(vip: str, want: set[str]) -> bool:
@@ -92,6 +100,30 @@ def test_real_nodes_run_the_labs_images_serve_the_kubelet_api_and_die_as_machine
     listed = cli("lab", "crictl", pod["spec"]["nodeName"], "ps", "-o", "json")
     assert listed.returncode == 0 and '"netexec"' in listed.stdout, listed.stderr
     assert "no lab node named 'node-9'" in one_line_error(cli("lab", "crictl", "node-9", "ps"))
+
+    # The quiet backend: the lab's python image runs manifests/quiet-server.py from its ConfigMap.
+    api.post("/api/v1/namespaces", {"metadata": {"name": QUIET_NAMESPACE}})
+    deploy_backend(Applier(api, QUIET_NAMESPACE), tweaks.replicas(NODES), tweaks.one_per_node,
+                   kind=QUIET_KIND)
+    quiet_vip = wait_for_vip(api, QUIET_NAMESPACE)
+    quiet_names = {p["metadata"]["name"] for p in pods_by_node(api, QUIET_NAMESPACE).values()}
+    poll_until(lambda: answering(quiet_vip, quiet_names), timeout=30, interval=0.5,
+               description=f"both quiet backends to answer through {quiet_vip}")
+    version = kubectl(no_lab, "exec", "-n", QUIET_NAMESPACE, sorted(quiet_names)[0], "--", "python3", "-c",
+                      "import ssl, sqlite3, platform; print(platform.python_version())")
+    assert version.stdout.startswith("3.11."), version.stderr
+
+    # The kubectl image, in cluster: its service account's token, the apiserver through the
+    # kubernetes Service.
+    ns.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "whoami"},
+               "spec": {"restartPolicy": "Never", "containers": [{
+                   "name": "kubectl", "image": images.KUBECTL,
+                   "args": ["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]}]}})
+    poll_until(lambda: pod_phase(api, "whoami") in ("Succeeded", "Failed"), timeout=POD_BACK_SECONDS,
+               interval=0.5, description="the kubectl pod to end")
+    whoami = kubectl(no_lab, "logs", "-n", NAMESPACE, "whoami")
+    assert pod_phase(api, "whoami") == "Succeeded", whoami.stdout + whoami.stderr
+    assert whoami.stdout == f"system:serviceaccount:{NAMESPACE}:default", whoami.stderr
 
     # An image the lab does not hold is not pulled from anywhere.
     ns.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unknown-image"},

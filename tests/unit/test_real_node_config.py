@@ -4,8 +4,14 @@ found, and the images' contents and cache keys."""
 
 from __future__ import annotations
 
+import gzip
+import importlib.metadata
+import io
 import json
 import os
+import shutil
+import subprocess
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -116,3 +122,94 @@ def test_an_image_is_written_again_only_when_what_makes_it_changes(tmp_path: Pat
     os.utime(program, ns=(1, 1))
     assert images.image_key(image()) != first
     assert images.tar_name("registry.k8s.io/pause:3.10.1", "k") == "pause-3.10.1-k.tar"
+
+
+def unpacked(image: oci.Image, tmp_path: Path) -> Path:
+    """The image's one layer, unpacked under ``tmp_path``."""
+    tar_path = tmp_path / "image.tar"
+    oci.write_layout(image, tar_path)
+    with tarfile.open(tar_path) as layout:
+        def blob(digest: str) -> bytes:
+            member = layout.extractfile(f"blobs/sha256/{digest.removeprefix('sha256:')}")
+            assert member is not None
+            return member.read()
+
+        index = layout.extractfile("index.json")
+        assert index is not None
+        manifest = json.loads(blob(json.loads(index.read())["manifests"][0]["digest"]))
+        layer = gzip.decompress(blob(manifest["layers"][0]["digest"]))
+    root = tmp_path / "root"
+    with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+        tar.extractall(root, filter="fully_trusted")
+    return root
+
+
+def in_chroot(root: Path, *argv: str, user: str = "") -> subprocess.CompletedProcess[str]:
+    """``argv`` run in ``root`` with the image's PATH (and as ``user``), nothing of the machine's."""
+    spec = ["--userspec", user] if user else []
+    return subprocess.run(["chroot", *spec, str(root), *argv], capture_output=True, text=True, check=False,
+                          env={"PATH": oci.DEFAULT_PATH.removeprefix("PATH="), "LANG": "C.UTF-8"})
+
+
+def test_a_trees_entries_keep_its_symlinks_and_leave_out_what_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "lib" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "lib" / "__pycache__" / "a.pyc").write_bytes(b"x")
+    (tmp_path / "lib" / "a.py").write_text("a = 1\n")
+    (tmp_path / "lib" / "b.py").symlink_to("/etc/elsewhere.py")
+    lib = tmp_path / "lib"
+    entries = {e.path: e for e in oci.tree_entries(lib, skip=["__pycache__"])}
+    assert set(entries) == {str(lib), str(lib / "a.py"), str(lib / "b.py")}
+    assert entries[str(lib / "b.py")] == oci.Symlink(str(lib / "b.py"), "/etc/elsewhere.py")
+
+
+def test_the_libraries_of_several_objects_come_once_each() -> None:
+    libraries = [f.path for f in oci.shared_libraries([Path("/usr/bin/env"), Path("/usr/bin/ls")])]
+    assert len(libraries) == len(set(libraries)) and any("/libc.so" in p for p in libraries), libraries
+    assert not any(p.endswith(":") for p in libraries)
+
+
+needs_python_image = pytest.mark.skipif(
+    bool(images.missing()) or os.geteuid() != 0 or shutil.which("chroot") is None,
+    reason=f"needs root and the Debian packages {' '.join(images.DEBS)}")
+
+
+@needs_python_image
+def test_the_python_image_runs_the_standard_library_and_its_extension_modules(tmp_path: Path) -> None:
+    image = images.python()
+    assert image.reference == images.PYTHON and image.config.cmd == ["python3"]
+    root = unpacked(image, tmp_path)
+    ran = in_chroot(root, "python3", "-c", "import ssl, sqlite3, ctypes, lzma, zlib, json, http.server, "
+                    "platform; print(platform.python_version())")
+    assert ran.returncode == 0 and ran.stdout.startswith("3.11."), ran.stderr
+    assert in_chroot(root, "sh", "-c", "echo $((1 + 1))").stdout == "2\n"
+
+
+@needs_python_image
+def test_the_locust_image_runs_locust_as_its_user(tmp_path: Path) -> None:
+    image = images.locust()
+    assert image.reference == f"locustio/locust:{importlib.metadata.version('locust')}"
+    assert (image.config.entrypoint, image.config.user) == (["locust"], "locust")
+    root = unpacked(image, tmp_path)
+    ran = in_chroot(root, "locust", "--version", user="1000:1000")
+    assert ran.returncode == 0 and importlib.metadata.version("locust") in ran.stdout, ran.stderr
+    imported = in_chroot(root, "python3", "-c", "import gevent, zmq, locust.runners, msgpack, psutil")
+    assert imported.returncode == 0, imported.stderr
+
+
+def test_make_setup_installs_the_packages_the_images_take() -> None:
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    listed = makefile.split("\nDEBS", 1)[1].split("\nSTAMP", 1)[0].replace("\\\n", " ").split()
+    assert set(images.DEBS) <= set(listed), set(images.DEBS) - set(listed)
+
+
+@needs_python_image
+def test_the_kubectl_image_runs_kubectl_and_the_tools_scripts_use(tmp_path: Path) -> None:
+    image = images.kubectl()
+    assert image.config.entrypoint == ["/bin/kubectl"]
+    root = unpacked(image, tmp_path)
+    ran = in_chroot(root, "/bin/kubectl", "version", "--client", "-o", "json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["clientVersion"]["gitVersion"] == image.reference.rpartition(":")[2]
+    script = "echo '{\"a\": [1, 2]}' | jq -c '.a' | sed 's/,/ /' | awk '{print $2}'"
+    piped = in_chroot(root, "bash", "-c", script)
+    assert piped.stdout == "2]\n", piped.stderr

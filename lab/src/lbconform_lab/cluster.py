@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -325,9 +325,7 @@ class Lab:
             if state.node_runtime == CONTAINERD:
                 self.api().post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", kubelet_api_rbac())
                 machine.hold(str(self.dir.root), nodeconfig.KUBELET_SYSCTLS, realnode.MACHINE_DIRS)
-                tars = images.ensure(lb=state.lb)
-                for node in nodes:
-                    self._start_real_node(state, node, tars)
+                self._start_real_nodes(state, nodes, images.ensure(lb=state.lb))
             else:
                 for node in nodes:
                     self._start_agent(state, node)
@@ -396,14 +394,21 @@ class Lab:
     def _node_paths(self, node: topo.Node) -> nodeconfig.NodePaths:
         return realnode.paths(node, self.dir.node_dir(node.name))
 
-    def _start_real_node(self, state: LabState, node: topo.Node, tars: list[Path]) -> None:
-        """The node's namespaces and files as a boot finds them, containerd with the lab's images,
-        the kubelet, and kube-proxy (a lab process in the node's network namespace)."""
-        p = self._node_paths(node)
-        realnode.prepare(p, self.dir.pki / "ca.crt", self.dir.kubelet_serving(node.name))
-        realnode.start(p, lambda key, argv: self._spawn(state, key, argv, None),
-                       self.dir.node_dir(node.name) / "kubeconfig", tars)
-        self._spawn_kube_proxy(state, node)
+    def _start_real_nodes(self, state: LabState, nodes: Sequence[topo.Node], tars: list[Path]) -> None:
+        """Each node's namespaces and files as a boot finds them, containerd with the lab's images
+        (imported into the nodes side by side), the kubelet, and kube-proxy (a lab process in the
+        node's network namespace)."""
+        def spawn(key: str, argv: list[str]) -> Process:
+            return self._spawn(state, key, argv, None)
+
+        paths = [self._node_paths(node) for node in nodes]
+        for p in paths:
+            realnode.prepare(p, self.dir.pki / "ca.crt", self.dir.kubelet_serving(p.node.name))
+            realnode.start_containerd(p, spawn)
+        realnode.import_images(paths, tars)
+        for p in paths:
+            realnode.start_kubelet(p, spawn, self.dir.node_dir(p.node.name) / "kubeconfig")
+            self._spawn_kube_proxy(state, p.node)
 
     def _spawn_kube_proxy(self, state: LabState, node: topo.Node) -> None:
         """A real node's kube-proxy: a lab process in the node's network namespace (the agent runs
@@ -580,7 +585,7 @@ class Lab:
         network.reset_node_addresses(node)
         network.set_node_link(node, up=True)
         if state.node_runtime == CONTAINERD:
-            self._start_real_node(state, node, images.ensure(lb=state.lb))
+            self._start_real_nodes(state, [node], images.ensure(lb=state.lb))
         else:
             self._start_agent(state, node)
         self._wait_nodes_ready(state, [node], NODE_RESTART_READY_SECONDS)

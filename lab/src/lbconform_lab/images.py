@@ -10,6 +10,14 @@ would pull it by, and holds what upstream's image of that name holds for the lab
 - ``registry.k8s.io/e2e-test-images/agnhost:2.63.0``: the agnhost the lab builds from the same
   module, with a shell and the tools upstream's e2e execs in it: busybox (Debian's static build,
   all its applets, as upstream's Alpine base has), curl and OpenBSD's nc with their libraries.
+- ``registry.k8s.io/kubectl:v1.36.3``: the lab's kubectl at /bin/kubectl, its entrypoint, with
+  bash, jq and busybox's tools, as upstream's Debian-based image has them.
+- ``docker.io/library/python:3.11-slim-bookworm`` (the quiet backend's): Debian bookworm's
+  Python 3.11 and standard library, with the shared libraries of its extension modules, and
+  busybox for the shell and tools of upstream's Debian base.
+- ``locustio/locust:2.47.0`` (the chaos suites' workers): the python image, and Locust with what
+  it requires from the environment the lab runs in, its entrypoint ``locust``, run as the user
+  locust.
 - With ``--lb metallb``, ``quay.io/metallb/controller`` and ``speaker`` at the version the lab
   builds, and with ``--lb kube-vip``, ``ghcr.io/kube-vip/kube-vip`` and its cloud provider: each
   the one static program upstream's image (``FROM scratch`` or distroless) holds, at the path its
@@ -23,12 +31,19 @@ imports them at boot (``import_argv``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import stat
 import subprocess
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Final
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from lbconform.cache import cache_root
 from lbconform.errors import LabError
@@ -39,16 +54,33 @@ AGNHOST: Final = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 #: Debian's static busybox (package busybox-static): the shell and small tools of images whose
 #: upstream base is Alpine.
 BUSYBOX: Final = Path("/bin/busybox")
+KUBECTL: Final = f"registry.k8s.io/kubectl:{versions.KUBERNETES_VERSION}"
+#: Programs of this machine that upstream's kubectl image installs beside kubectl, by their path in
+#: the image (its Dockerfile adds bash and jq, with grep, sed, gawk, coreutils and diffutils).
+KUBECTL_TOOLS: Final = {Path("/bin/bash"): "/bin/bash", Path("/usr/bin/jq"): "/usr/bin/jq"}
+PYTHON: Final = "docker.io/library/python:3.11-slim-bookworm"
+#: Debian bookworm's Python 3.11 (packages python3.11-minimal and libpython3.11-stdlib): the
+#: interpreter and standard library of the python image, which upstream builds from python.org's
+#: sources on the same Debian release.
+PYTHON_PROGRAM: Final = Path("/usr/bin/python3.11")
+PYTHON_STDLIB: Final = Path("/usr/lib/python3.11")
+#: What the image leaves out of the standard library: this machine's compiled caches (made by
+#: whatever ran here, so never the same twice) and the build's own configuration.
+PYTHON_SKIP: Final = ("__pycache__", "config-3.11-x86_64-linux-gnu")
+#: Where Debian's Python finds what pip installs (``/usr/local/lib/python3.11/dist-packages``).
+SITE_PACKAGES: Final = Path("/usr/local/lib/python3.11/dist-packages")
 #: Programs from this machine's packages that upstream's agnhost image carries, by their path
 #: in the image: curl, and OpenBSD's nc (busybox's has no -z, -u or -v).
 AGNHOST_TOOLS: Final = {"/usr/bin/curl": Path("/usr/bin/curl"), "/usr/bin/nc": Path("/bin/nc.openbsd")}
 #: The Debian packages those come from (``make setup`` installs them).
-DEBS: Final = ("busybox-static", "curl", "netcat-openbsd")
+DEBS: Final = ("busybox-static", "curl", "netcat-openbsd", "bash", "jq", "python3.11-minimal",
+                "libpython3.11-stdlib")
 
 
 def missing() -> list[str]:
     """The machine's files the images take that it lacks (from ``DEBS``)."""
-    return [str(p) for p in (BUSYBOX, *AGNHOST_TOOLS.values()) if not p.is_file()]
+    files = (BUSYBOX, *AGNHOST_TOOLS.values(), *KUBECTL_TOOLS, PYTHON_PROGRAM, PYTHON_STDLIB / "os.py")
+    return [str(p) for p in files if not p.is_file()]
 
 
 def images_dir() -> Path:
@@ -83,6 +115,100 @@ def agnhost() -> oci.Image:
     return oci.Image(AGNHOST, entries, oci.Config(entrypoint=["/agnhost"]))
 
 
+@functools.cache
+def python() -> oci.Image:
+    """Debian's Python 3.11 where the python image's is, ``python3`` and ``python`` on its PATH,
+    the standard library with every extension module's shared libraries, and busybox's shell and
+    tools (upstream's image is a Debian with its shell and coreutils)."""
+    stdlib = oci.tree_entries(PYTHON_STDLIB, skip=PYTHON_SKIP)
+    extensions = sorted(Path(e.path) for e in stdlib if isinstance(e, oci.File) and e.path.endswith(".so"))
+    entries: list[oci.Entry] = [*busybox_entries(), *stdlib,
+                                *oci.shared_libraries([PYTHON_PROGRAM, *extensions]),
+                                oci.File(str(PYTHON_PROGRAM), PYTHON_PROGRAM, 0o755),
+                                oci.Directory("/tmp", 0o1777)]
+    links = {"/usr/bin/python3": "python3.11", "/usr/local/bin/python3": str(PYTHON_PROGRAM),
+             "/usr/local/bin/python": str(PYTHON_PROGRAM)}
+    # Debian's standard library names its site customisation in /etc: the image carries it.
+    entries += [oci.File(e.target, Path(e.target)) for e in stdlib
+                if isinstance(e, oci.Symlink) and e.target.startswith("/etc/") and Path(e.target).is_file()]
+    taken = {e.path for e in entries}
+    entries += [oci.Symlink(path, target) for path, target in links.items() if path not in taken]
+    version = subprocess.run([str(PYTHON_PROGRAM), "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    return oci.Image(PYTHON, entries, oci.Config(cmd=["python3"], env=(
+        oci.DEFAULT_PATH, "LANG=C.UTF-8", f"PYTHON_VERSION={version}")))
+
+
+def distributions(name: str) -> list[metadata.Distribution]:
+    """``name``'s distribution and those it requires on this machine, without extras, sorted."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = [name]
+    while todo:
+        key = canonicalize_name(todo.pop())
+        if key in found:
+            continue
+        try:
+            found[key] = dist = metadata.distribution(key)
+        except metadata.PackageNotFoundError as exc:
+            raise LabError(f"the lab's images: {key}, which {name} requires, is not installed: "
+                           "run 'make setup'") from exc
+        for requirement in map(Requirement, dist.requires or []):
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return [found[k] for k in sorted(found)]
+
+
+#: The users of the Locust image: root, and locust (uid 1000) who runs it.
+PASSWD: Final = b"root:x:0:0:root:/root:/bin/sh\nlocust:x:1000:1000::/home/locust:/bin/sh\n"
+GROUP: Final = b"root:x:0:\nlocust:x:1000:\n"
+
+
+def locust() -> oci.Image:
+    """The python image, and Locust and what it requires, from the environment the lab runs in,
+    where Debian's Python looks for what pip installs; ``locust`` its entrypoint, run as the user
+    locust in its home, as upstream's image does."""
+    base = python()
+    packages: list[oci.Entry] = []
+    roots = set()
+    for dist in distributions("locust"):
+        roots.add(root := Path(str(dist.locate_file(""))).resolve())
+        for listed in dist.files or []:
+            source = Path(str(dist.locate_file(listed))).resolve()
+            if source.is_relative_to(root) and source.is_file() and "__pycache__" not in source.parts:
+                packages.append(oci.File(str(SITE_PACKAGES / source.relative_to(root)), source,
+                                         stat.S_IMODE(source.stat().st_mode)))
+    objects = [Path(str(e.source)) for e in packages
+               if isinstance(e, oci.File) and ".so" in Path(e.path).suffixes]
+    taken = {e.path for e in (*base.entries, *packages)}
+    # A wheel's own libraries (``pyzmq.libs``) are among its files, and found by the runpath.
+    libraries = [f for f in oci.shared_libraries(objects) if f.path not in taken
+                 and not any(Path(os.path.normpath(f.path)).is_relative_to(r) for r in roots)]
+    (script,) = [e for e in metadata.distribution("locust").entry_points
+                 if e.group == "console_scripts" and e.name == "locust"]
+    module, _, function = script.value.partition(":")
+    program = f"#!{PYTHON_PROGRAM}\nimport sys\nfrom {module} import {function}\nsys.exit({function}())\n"
+    entries = [*base.entries, *packages, *libraries,
+               oci.File("/usr/local/bin/locust", program.encode(), 0o755),
+               oci.File("/etc/passwd", PASSWD), oci.File("/etc/group", GROUP),
+               oci.Directory("/home/locust", 0o755)]
+    return oci.Image(f"locustio/locust:{metadata.version('locust')}", entries, oci.Config(
+        entrypoint=["locust"], env=base.config.env, user="locust", working_dir="/home/locust",
+        exposed_ports=["8089", "5557"]))
+
+
+def kubectl() -> oci.Image:
+    """The kubectl the lab builds at /bin/kubectl, its entrypoint, with the tools upstream's image
+    adds to its Debian base for scripts: bash and jq from this machine, busybox for grep, sed, awk,
+    coreutils and diff."""
+    tools = [f for program, path in KUBECTL_TOOLS.items() for f in oci.program_files(program, path)]
+    own = {f.path for f in tools}
+    entries: list[oci.Entry] = [*(e for e in busybox_entries() if e.path not in own),
+                                *{f.path: f for f in tools}.values(),
+                                oci.File("/bin/kubectl", build.binary("kubectl"), 0o755),
+                                oci.Directory("/tmp", 0o1777)]
+    return oci.Image(KUBECTL, entries, oci.Config(entrypoint=["/bin/kubectl"]))
+
+
 def entrypoint_image(reference: str, path: str, binary: str) -> Callable[[], oci.Image]:
     """An image of one built program at ``path``, its entrypoint."""
     def make() -> oci.Image:
@@ -92,7 +218,7 @@ def entrypoint_image(reference: str, path: str, binary: str) -> Callable[[], oci
 
 
 #: Every image a real node holds, made from this machine's files at each call.
-RECIPES: Final[tuple[Callable[[], oci.Image], ...]] = (pause, agnhost)
+RECIPES: Final[tuple[Callable[[], oci.Image], ...]] = (pause, agnhost, kubectl, python, locust)
 #: The images of the load balancers the lab runs from upstream's manifests, by ``lab up --lb``.
 LB_RECIPES: Final[dict[str, tuple[Callable[[], oci.Image], ...]]] = {
     "metallb": (

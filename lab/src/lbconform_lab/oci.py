@@ -274,6 +274,46 @@ def _info(name: str) -> tarfile.TarInfo:
     return info
 
 
+def tree_entries(root: Path, skip: Iterable[str] = ()) -> list[Entry]:
+    """Every file, symlink and directory under ``root`` at its host path (symlinks as symlinks),
+    but those named in ``skip`` (a name at any depth, with what is under it)."""
+    leave = set(skip)
+    entries: list[Entry] = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in leave)
+        here = Path(top)
+        entries.append(Directory(str(here), stat.S_IMODE(here.stat().st_mode)))
+        for name in sorted([*files, *(d for d in dirs if (here / d).is_symlink())]):
+            item = here / name
+            if name in leave:
+                continue
+            if item.is_symlink():
+                entries.append(Symlink(str(item), os.readlink(item)))
+            else:
+                entries.append(File(str(item), item, stat.S_IMODE(item.stat().st_mode)))
+    return entries
+
+
+def shared_libraries(objects: Sequence[Path]) -> list[File]:
+    """The shared libraries and dynamic loader ``ldd`` names for any of ``objects`` (programs or
+    shared objects, in one ``ldd`` run), each at its host path, without repeats."""
+    if not objects:
+        return []
+    done = subprocess.run(["ldd", *map(str, objects)], capture_output=True, text=True, check=False,
+                          env={**os.environ, "LC_ALL": "C"})
+    found: dict[str, File] = {}
+    for line in done.stdout.splitlines():
+        soname, arrow, rest = line.strip().partition(" => ")
+        where = (rest if arrow else soname).split(" (")[0].strip()
+        if where == "not found":
+            raise LabError(f"ldd finds no {soname} on this machine for one of {len(objects)} objects "
+                           f"from {objects[0].parent}: install its package (make setup)")
+        if where.startswith("/") and not where.endswith(":") and where not in found:
+            library = Path(where)
+            found[where] = File(where, library, stat.S_IMODE(library.stat().st_mode))
+    return list(found.values())
+
+
 def program_files(program: Path, path: str | None = None) -> list[File]:
     """``program`` (at ``path`` in the image, its host path by default), and the shared libraries
     and dynamic loader ``ldd`` names, each at its host path; a static program comes alone.

@@ -20,7 +20,8 @@ import contextlib
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +36,8 @@ from lbconform_lab.nodeconfig import NodePaths
 CONTAINERD_READY_SECONDS: Final = 20.0
 #: How long a removal tries to delete containerd's directory of a node whose power was cut.
 CONTAINERD_GONE_SECONDS: Final = 5.0
+#: How often the image imports are checked for an end.
+IMPORT_POLL_SECONDS: Final = 0.02
 #: The node's mount namespace, as run inside it at creation ($1 the resolv.conf, $2 the hostname).
 #: Its copies of the machine's namespace files (other nodes', other labs', /run/netns) go first:
 #: a copy would keep that namespace alive as long as this node's mounts live.
@@ -105,15 +108,46 @@ def _is_mount(path: Path) -> bool:
     return path in machine.mount_points(())
 
 
-def start(p: NodePaths, spawn: Spawn, kubeconfig: Path, tars: list[Path]) -> None:
-    """containerd, the images imported, then the kubelet: ``spawn(name, argv)`` starts each."""
+def start_containerd(p: NodePaths, spawn: Spawn) -> None:
+    """The node's containerd, started by ``spawn(name, argv)``; returns once it listens."""
     containerd = nodeconfig.containerd_args(build.binary("containerd"), p)
     spawn(f"containerd-{p.node.name}", enter_argv(p, containerd))
     poll_until(lambda: _listens(p.socket), timeout=CONTAINERD_READY_SECONDS, interval=0.05,
                description=f"{p.node.name}'s containerd to listen")
+
+
+def import_images(nodes: Sequence[NodePaths], tars: Sequence[Path]) -> None:
+    """Every image tar into each node's containerd: the nodes side by side (an import is mostly
+    the unpacking of many small files, which two cores do at once), each node's in order. An
+    import that fails, or an interrupt, ends the imports still running before it is raised."""
     ctr = build.binary("ctr")
-    for tar in tars:
-        _run(enter_argv_plain(p, images.import_argv(ctr, str(p.socket), tar)))
+    todo = {p.node.name: (p, list(tars)) for p in nodes} if tars else {}
+    running: dict[str, tuple[subprocess.Popen[str], Path]] = {}
+    try:
+        while todo:
+            for name, (p, left) in todo.items():
+                if name not in running and left:
+                    argv = enter_argv_plain(p, images.import_argv(ctr, str(p.socket), left[0]))
+                    running[name] = (subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                                      stderr=subprocess.PIPE, text=True), left.pop(0))
+            for name, (proc, tar) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[name]
+                if proc.returncode != 0:
+                    raise LabError(f"{name}: importing {tar.name} into its containerd failed: "
+                                   f"{proc.communicate()[1].strip()}")
+                if not todo[name][1]:
+                    del todo[name]
+            time.sleep(IMPORT_POLL_SECONDS)
+    finally:
+        for proc, _ in running.values():
+            proc.kill()
+            proc.communicate()
+
+
+def start_kubelet(p: NodePaths, spawn: Spawn, kubeconfig: Path) -> None:
+    """The node's kubelet (once its containerd holds the images), started by ``spawn``."""
     kubelet = nodeconfig.kubelet_args(build.binary("kubelet"), p, kubeconfig)
     spawn(f"kubelet-{p.node.name}", enter_argv(p, kubelet))
 
