@@ -34,6 +34,8 @@ from lbconform.load import (
     kind_of_error,
     locust_command,
     locustfile,
+    locustfiles,
+    locustfiles_dir,
     run_load,
     start_load,
 )
@@ -357,7 +359,8 @@ def test_locust_never_enters_this_process(matrix: dict[tuple[str, str], Cell]) -
 
 
 def test_worker_manifest_runs_in_the_lab_as_the_environment_s_locust() -> None:
-    """The worker Deployment is configured by environment alone and maps to this venv's locust."""
+    """The worker Deployment is configured by environment alone, finds the locustfiles where their
+    ConfigMap is mounted, and maps to this venv's locust on the imitated nodes."""
     from lbconform.kube.manifests import load_one
     from lbconform_lab.agent import images
 
@@ -367,7 +370,11 @@ def test_worker_manifest_runs_in_the_lab_as_the_environment_s_locust() -> None:
     assert dep["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["LOCUST_LOCUSTFILE"].startswith("/")
+    assert env["LOCUST_LOCUSTFILE"] == locustfiles.mounted(HTTP_KEEPALIVE)
+    (mount,) = container["volumeMounts"]
+    (volume,) = pod["spec"]["volumes"]
+    assert (mount["mountPath"], mount["name"]) == (locustfiles.MOUNT_PATH, volume["name"])
+    assert volume["configMap"]["name"] == locustfiles.config_map()["metadata"]["name"]
     assert {"LOCUST_MASTER_NODE_HOST", "LOCUST_MASTER_NODE_PORT"} <= env.keys()
     assert not any("$(" in a for a in container["args"]), "the lab does not expand $(VAR)"
     program = images.resolve(container["image"], container.get("command") or [], container["args"])
@@ -384,3 +391,14 @@ def test_worker_manifest_runs_in_the_lab_as_the_environment_s_locust() -> None:
 ])
 def test_failure_texts_name_their_kind(text: str, kind: str) -> None:
     assert kind_of_error(text) == kind
+
+
+def test_the_locustfiles_config_map_carries_the_whole_folder_and_names_where_each_is_mounted() -> None:
+    data = locustfiles.config_map()["data"]
+    assert isinstance(data, dict)
+    folder = {p.name for p in locustfiles_dir().glob("*.py")}
+    assert set(data) == folder >= {"lbconform_locust.py", "shapes.py"}
+    assert data["shapes.py"] == (locustfiles_dir() / "shapes.py").read_text()
+    assert locustfiles.mounted("http_keepalive") == f"{locustfiles.MOUNT_PATH}/http_keepalive.py"
+    with pytest.raises(LoadError, match="worker pods run only the locustfiles of locustfiles/"):
+        locustfiles.mounted(__file__)
