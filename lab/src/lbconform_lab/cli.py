@@ -138,7 +138,8 @@ def cmd_bench_traffic(args: argparse.Namespace) -> int:
 def cmd_bench_lab(args: argparse.Namespace) -> int:
     from lbconform_lab.bench import bench_lab
 
-    return bench_lab(nodes=args.nodes, rounds=args.rounds, say=_say, lb=args.lb)
+    return bench_lab(nodes=args.nodes, rounds=args.rounds, say=_say, lb=args.lb,
+                     node_runtime=args.node_runtime)
 
 
 
@@ -204,6 +205,9 @@ class LabCommands:
         bl.add_argument("--lb", default=REFERENCE_LB, metavar="NAME",
                         help=f"also measure the lab with this LB ({', '.join(LBS)}), beside the "
                              "reference-LB lab")
+        bl.add_argument("--node-runtime", default=AGENT, metavar="RUNTIME",
+                        help=f"also measure the lab on these nodes ({', '.join(NODE_RUNTIMES)}), beside "
+                             "the reference-LB lab on imitated nodes")
         bl.set_defaults(func=cmd_bench_lab)
         bt = bench.add_parser("traffic", help="the traffic engines beside wrk, against a lab VIP")
         bt.add_argument("--connections", type=int, default=10_000, help="long-lived connections to hold")

@@ -160,6 +160,21 @@ class NodeStatus:
     pod_cidr: str
 
 
+def check_node_runtime(node_runtime: str) -> None:
+    """Refuse a node runtime the lab does not have, or cannot run for want of its build or of
+    the machine's files its images take."""
+    if node_runtime not in NODE_RUNTIMES:
+        raise UsageError(f"--node-runtime must be one of {', '.join(NODE_RUNTIMES)}, "
+                         f"not {node_runtime!r}")
+    if node_runtime == CONTAINERD and not build.optional_built("nodes"):
+        raise UsageError("--node-runtime containerd: the real nodes' components are not built; "
+                         "run 'lbconform lab build --with nodes' first")
+    if node_runtime == CONTAINERD and images.missing():
+        raise UsageError(f"--node-runtime containerd: the nodes' images need "
+                         f"{', '.join(images.missing())}: install the Debian packages "
+                         f"{' '.join(images.DEBS)} (make setup does)")
+
+
 @dataclass
 class LabStatus:
     running: bool
@@ -240,16 +255,7 @@ class Lab:
         unknown = sorted(set(lb_defects) - set(DEFECTS))
         if unknown:
             raise UsageError(f"unknown LB defect {unknown[0]!r}: the lab knows {', '.join(DEFECTS)}")
-        if node_runtime not in NODE_RUNTIMES:
-            raise UsageError(f"--node-runtime must be one of {', '.join(NODE_RUNTIMES)}, "
-                             f"not {node_runtime!r}")
-        if node_runtime == CONTAINERD and not build.optional_built("nodes"):
-            raise UsageError("--node-runtime containerd: the real nodes' components are not built; "
-                             "run 'lbconform lab build --with nodes' first")
-        if node_runtime == CONTAINERD and images.missing():
-            raise UsageError(f"--node-runtime containerd: the nodes' images need "
-                             f"{', '.join(images.missing())}: install the Debian packages "
-                             f"{' '.join(images.DEBS)} (make setup does)")
+        check_node_runtime(node_runtime)
         self.preflight(nodes, api_port, lb)
         report = BootReport()
         if not build.binaries_built():
