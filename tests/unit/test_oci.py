@@ -117,6 +117,26 @@ def test_the_same_inputs_give_the_same_bytes_whatever_the_dates(tmp_path: Path,
     assert oci.write_layout(image, tmp_path / "three.tar").layer != first.layer
 
 
+def test_an_image_on_a_base_carries_the_bases_layer_byte_for_byte_then_its_own(tmp_path: Path) -> None:
+    base = sample(tmp_path)
+    top = oci.Image("locustio/locust:2.47.0", [oci.File("/etc/motd", b"changed\n"), oci.File("/app/x", b"x")],
+                    oci.Config(cmd=["x"]), base=base)
+    alone = oci.write_layout(base, tmp_path / "base.tar")
+    written = oci.write_layout(top, tmp_path / "top.tar")
+    layout = members(tmp_path / "top.tar")
+    manifest = json.loads(blob(layout, written.manifest))
+    assert [d["digest"] for d in manifest["layers"]] == list(written.layers) == [alone.layer, written.layer]
+    assert blob(layout, alone.layer) == blob(members(tmp_path / "base.tar"), alone.layer)
+    config = json.loads(blob(layout, written.config))
+    assert config["rootfs"]["diff_ids"] == [alone.diff_id, written.diff_id]
+    assert config["config"] == {"Cmd": ["x"], "Env": [oci.DEFAULT_PATH]}  # its own, not the base's
+    root = tmp_path / "root"
+    for layer in manifest["layers"]:
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blob(layout, layer["digest"])))) as tar:
+            tar.extractall(root, filter="fully_trusted")
+    assert (root / "etc/motd").read_bytes() == b"changed\n" and (root / "bin/hello").is_file()
+
+
 def test_the_index_names_the_image_by_tag_and_by_full_reference(tmp_path: Path) -> None:
     oci.write_layout(sample(tmp_path), tmp_path / "agnhost.tar")
     oci.write_layout(sample(tmp_path, reference="python:3.12"), tmp_path / "python.tar")

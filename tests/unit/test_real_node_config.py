@@ -119,13 +119,15 @@ def test_an_image_is_written_again_only_when_what_makes_it_changes(tmp_path: Pat
     first = images.image_key(image())
     assert images.image_key(image()) == first
     assert images.image_key(image(oci.Symlink("/bin/sh", "/prog"))) != first
+    on_base = images.image_key(oci.Image("x/z:1", [], base=image()))
     os.utime(program, ns=(1, 1))
     assert images.image_key(image()) != first
+    assert images.image_key(oci.Image("x/z:1", [], base=image())) != on_base  # its base changed
     assert images.tar_name("registry.k8s.io/pause:3.10.1", "k") == "pause-3.10.1-k.tar"
 
 
 def unpacked(image: oci.Image, tmp_path: Path) -> Path:
-    """The image's one layer, unpacked under ``tmp_path``."""
+    """The image's layers, unpacked in order under ``tmp_path``."""
     tar_path = tmp_path / "image.tar"
     oci.write_layout(image, tar_path)
     with tarfile.open(tar_path) as layout:
@@ -137,10 +139,11 @@ def unpacked(image: oci.Image, tmp_path: Path) -> Path:
         index = layout.extractfile("index.json")
         assert index is not None
         manifest = json.loads(blob(json.loads(index.read())["manifests"][0]["digest"]))
-        layer = gzip.decompress(blob(manifest["layers"][0]["digest"]))
+        layers = [gzip.decompress(blob(layer["digest"])) for layer in manifest["layers"]]
     root = tmp_path / "root"
-    with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
-        tar.extractall(root, filter="fully_trusted")
+    for layer in layers:
+        with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+            tar.extractall(root, filter="fully_trusted")
     return root
 
 

@@ -15,9 +15,9 @@ would pull it by, and holds what upstream's image of that name holds for the lab
 - ``docker.io/library/python:3.11-slim-bookworm`` (the quiet backend's): Debian bookworm's
   Python 3.11 and standard library, with the shared libraries of its extension modules, and
   busybox for the shell and tools of upstream's Debian base.
-- ``locustio/locust:2.47.0`` (the chaos suites' workers): the python image, and Locust with what
-  it requires from the environment the lab runs in, its entrypoint ``locust``, run as the user
-  locust.
+- ``locustio/locust:2.47.0`` (the chaos suites' workers): the python image's layer, and one of
+  Locust with what it requires from the environment the lab runs in, its entrypoint ``locust``,
+  run as the user locust.
 - With ``--lb metallb``, ``quay.io/metallb/controller`` and ``speaker`` at the version the lab
   builds, and with ``--lb kube-vip``, ``ghcr.io/kube-vip/kube-vip`` and its cloud provider: each
   the one static program upstream's image (``FROM scratch`` or distroless) holds, at the path its
@@ -164,9 +164,10 @@ GROUP: Final = b"root:x:0:\nlocust:x:1000:\n"
 
 
 def locust() -> oci.Image:
-    """The python image, and Locust and what it requires, from the environment the lab runs in,
-    where Debian's Python looks for what pip installs; ``locust`` its entrypoint, run as the user
-    locust in its home, as upstream's image does."""
+    """A layer on the python image's (a node stores and unpacks that once for both): Locust and
+    what it requires, from the environment the lab runs in, where Debian's Python looks for what
+    pip installs; ``locust`` its entrypoint, run as the user locust in its home, as upstream's
+    image does."""
     base = python()
     packages: list[oci.Entry] = []
     roots = set()
@@ -187,13 +188,13 @@ def locust() -> oci.Image:
                  if e.group == "console_scripts" and e.name == "locust"]
     module, _, function = script.value.partition(":")
     program = f"#!{PYTHON_PROGRAM}\nimport sys\nfrom {module} import {function}\nsys.exit({function}())\n"
-    entries = [*base.entries, *packages, *libraries,
+    entries = [*packages, *libraries,
                oci.File("/usr/local/bin/locust", program.encode(), 0o755),
                oci.File("/etc/passwd", PASSWD), oci.File("/etc/group", GROUP),
                oci.Directory("/home/locust", 0o755)]
     return oci.Image(f"locustio/locust:{metadata.version('locust')}", entries, oci.Config(
         entrypoint=["locust"], env=base.config.env, user="locust", working_dir="/home/locust",
-        exposed_ports=["8089", "5557"]))
+        exposed_ports=["8089", "5557"]), base=base)
 
 
 def kubectl() -> oci.Image:
@@ -236,7 +237,7 @@ LB_RECIPES: Final[dict[str, tuple[Callable[[], oci.Image], ...]]] = {
 def image_key(image: oci.Image) -> str:
     """A digest of everything that makes the image: its reference, config and entries (a file's
     path, mode, and its source's path, size and modification time, or its content)."""
-    facts: list[object] = [image.reference, repr(image.config)]
+    facts: list[object] = [image.reference, repr(image.config), image.base and image_key(image.base)]
     for e in image.entries:
         if isinstance(e, oci.File) and isinstance(e.source, Path):
             try:

@@ -12,6 +12,7 @@ inputs give the same digests and a cache can key on them.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -92,22 +93,28 @@ class Config:
 
 @dataclass(frozen=True)
 class Image:
-    """An amd64/linux image of one layer; ``reference`` is ``[domain/]path:tag``."""
+    """An amd64/linux image: the layers of ``base`` (none without one), then one layer of
+    ``entries``; ``reference`` is ``[domain/]path:tag``. Its config is its own, not the base's.
+    A base's layers are the same bytes in every image built on it, so a containerd holding one
+    such image stores and unpacks them once."""
 
     reference: str
     entries: Sequence[Entry]
     config: Config = Config()
+    base: Image | None = None
 
 
 @dataclass(frozen=True)
 class Written:
-    """What ``write_layout`` wrote, by digest (``sha256:...``)."""
+    """What ``write_layout`` wrote, by digest (``sha256:...``): ``layer`` and ``diff_id`` are the
+    image's own layer's, ``layers`` every layer's, the base's first."""
 
     name: str
     manifest: str
     config: str
     layer: str
     diff_id: str
+    layers: tuple[str, ...] = ()
 
 
 def image_name(reference: str) -> str:
@@ -223,25 +230,39 @@ def _runtime(image: Image) -> dict[str, Any]:
     return {k: v for k, v in runtime.items() if v}
 
 
+def _chain(image: Image) -> list[Image]:
+    """``image``'s bases, the first one first, then ``image``."""
+    chain = [image]
+    while (base := chain[-1].base) is not None:
+        chain.append(base)
+    return chain[::-1]
+
+
 def write_layout(image: Image, out_tar: Path) -> Written:
     """Writes ``image`` to ``out_tar`` as an OCI image layout tar; the same image, the same bytes."""
     name, runtime = image_name(image.reference), _runtime(image)
     out_tar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(dir=out_tar.parent) as layer:
-        layer_digest, diff_id, layer_size = _write_layer(image, layer)
-        config = _json({**PLATFORM, "config": runtime, "rootfs": {"type": "layers", "diff_ids": [diff_id]}})
+    with contextlib.ExitStack() as files:
+        blobs: dict[str, bytes | IO[bytes]] = {}
+        layers, diff_ids = [], []
+        for each in _chain(image):
+            layer = files.enter_context(tempfile.TemporaryFile(dir=out_tar.parent))
+            layer_digest, diff_id, layer_size = _write_layer(each, layer)
+            blobs[layer_digest] = layer
+            layers.append({"mediaType": LAYER_TYPE, "digest": layer_digest, "size": layer_size})
+            diff_ids.append(diff_id)
+        config = _json({**PLATFORM, "config": runtime, "rootfs": {"type": "layers", "diff_ids": diff_ids}})
         config_digest = f"sha256:{hashlib.sha256(config).hexdigest()}"
         manifest = _json({"schemaVersion": 2, "mediaType": MANIFEST_TYPE,
                           "config": {"mediaType": CONFIG_TYPE, "digest": config_digest, "size": len(config)},
-                          "layers": [{"mediaType": LAYER_TYPE, "digest": layer_digest, "size": layer_size}]})
+                          "layers": layers})
         manifest_digest = f"sha256:{hashlib.sha256(manifest).hexdigest()}"
         annotations = {"org.opencontainers.image.ref.name": name.rpartition(":")[2],
                        "io.containerd.image.name": name}
         index = _json({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [
             {"mediaType": MANIFEST_TYPE, "digest": manifest_digest, "size": len(manifest),
              "annotations": annotations, "platform": PLATFORM}]})
-        blobs: dict[str, bytes | IO[bytes]] = {
-            config_digest: config, manifest_digest: manifest, layer_digest: layer}
+        blobs |= {config_digest: config, manifest_digest: manifest}
         with tempfile.NamedTemporaryFile(dir=out_tar.parent, prefix=f".{out_tar.name}.", delete=False) as tmp:
             try:
                 with tarfile.open(fileobj=tmp, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -254,7 +275,8 @@ def write_layout(image: Image, out_tar: Path) -> Written:
             except BaseException:
                 os.unlink(tmp.name)
                 raise
-    return Written(name, manifest_digest, config_digest, layer_digest, diff_id)
+    digests = tuple(str(layer["digest"]) for layer in layers)
+    return Written(name, manifest_digest, config_digest, digests[-1], diff_ids[-1], digests)
 
 
 def _add(tar: tarfile.TarFile, name: str, content: bytes | IO[bytes]) -> None:
