@@ -63,12 +63,12 @@ def test_ordering_violation_fails_requests(make_backends: MakeBackends, make_ser
                                            traffic: Traffic, provider: Provider, measure: Measure,
                                            broken: str) -> None:
     """A pod terminating with one inequality broken (p < u, g < p, or no preStop with an app that
-    stops at SIGTERM) fails requests while the LB still sends to its node; the suite names it.
-    Where the declared time to unhealthy does not outlast the app's serving (no health checks: the
-    LB follows the endpoints), only an app that stops at its deletion is sure to be exposed."""
+    stops at SIGTERM) fails requests while the LB still sends to its node; the suite names it."""
     inequality, wrong = VIOLATIONS[broken]
     declared = provider.declared_for("Local")
     order = wrong.with_u(declared.time_to_unhealthy)
+    # Where the declared time to unhealthy does not outlast the app's serving (no health checks:
+    # the LB follows the endpoints), only an app that stops at its deletion is sure to be exposed.
     if not order.exposed() and order.serving_until > 0:
         checks = (f"a time to unhealthy of {declared.time_to_unhealthy:g} s" if declared.health_checks
                   else "no health checks (its LB follows the endpoints)")

@@ -9,6 +9,7 @@ start together so that the whole file takes seconds, not minutes.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import signal
 import socket
 import struct
@@ -371,6 +372,8 @@ def test_worker_manifest_runs_in_the_lab_as_the_environment_s_locust() -> None:
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["LOCUST_LOCUSTFILE"] == locustfiles.mounted(HTTP_KEEPALIVE)
+    # The workers run the master's Locust: the version this environment pins (and the lab's image).
+    assert container["image"] == f"locustio/locust:{importlib.metadata.version('locust')}"
     (mount,) = container["volumeMounts"]
     (volume,) = pod["spec"]["volumes"]
     assert (mount["mountPath"], mount["name"]) == (locustfiles.MOUNT_PATH, volume["name"])

@@ -14,10 +14,13 @@ import subprocess
 import tarfile
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from lbconform_lab import images, machine, nodeconfig, oci
+from lbconform.errors import LabError
+from lbconform_lab import images, machine, nodeconfig, oci, realnode
 from lbconform_lab import topology as topo
 
 
@@ -216,3 +219,47 @@ def test_the_kubectl_image_runs_kubectl_and_the_tools_scripts_use(tmp_path: Path
     script = "echo '{\"a\": [1, 2]}' | jq -c '.a' | sed 's/,/ /' | awk '{print $2}'"
     piped = in_chroot(root, "bash", "-c", script)
     assert piped.stdout == "2]\n", piped.stderr
+
+
+def _fake_imports(monkeypatch: pytest.MonkeyPatch, commands: dict[str, str]) -> list[subprocess.Popen[str]]:
+    """Image imports as shell commands by node socket (``$0`` the tar's name), outside any node."""
+    started: list[subprocess.Popen[str]] = []
+    popen = subprocess.Popen
+
+    def spy(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        started.append(proc := popen(*args, **kwargs))
+        return proc
+
+    monkeypatch.setattr(realnode.build, "binary", lambda _name: Path("/bin/true"))
+    monkeypatch.setattr(realnode, "enter_argv_plain", lambda _p, argv: argv)
+    monkeypatch.setattr(realnode.images, "import_argv",
+                        lambda _ctr, socket, tar: ["sh", "-c", commands[socket], tar.name])
+    monkeypatch.setattr(realnode.subprocess, "Popen", spy)
+    return started
+
+
+def _node(name: str) -> Any:
+    return SimpleNamespace(node=SimpleNamespace(name=name), socket=Path(name))
+
+
+def test_images_go_into_every_node_in_order_the_nodes_side_by_side(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    # Each node's import of a tar waits (5 s at most, then fails) for the other node's to start.
+    wait = f'echo "$N $0" >> {tmp_path}/log; touch {tmp_path}/$N.$0; i=0; ' \
+           f'until [ -e {tmp_path}/$OTHER.$0 ]; do i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.05; done'
+    _fake_imports(monkeypatch, {"node-1": f"N=node-1 OTHER=node-2; {wait}",
+                                "node-2": f"N=node-2 OTHER=node-1; {wait}"})
+    realnode.import_images([_node("node-1"), _node("node-2")], [Path("a.tar"), Path("b.tar")])
+    lines = (tmp_path / "log").read_text().splitlines()
+    for n in ("node-1", "node-2"):
+        assert [line for line in lines if line.startswith(n)] == [f"{n} a.tar", f"{n} b.tar"]
+
+
+def test_a_failed_import_names_its_node_and_ends_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _fake_imports(monkeypatch, {"node-1": "sleep 0.1; echo no space left >&2; exit 3",
+                                          "node-2": "exec sleep 60"})
+    failed = r"^node-1: importing a\.tar into its containerd failed: no space left$"
+    with pytest.raises(LabError, match=failed):
+        realnode.import_images([_node("node-1"), _node("node-2")], [Path("a.tar"), Path("b.tar")])
+    assert len(started) == 2 and all(p.returncode is not None for p in started)
+    assert started[1].returncode == -9  # the other node's import, ended

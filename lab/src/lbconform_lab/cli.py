@@ -205,9 +205,9 @@ class LabCommands:
         bl.add_argument("--lb", default=REFERENCE_LB, metavar="NAME",
                         help=f"also measure the lab with this LB ({', '.join(LBS)}), beside the "
                              "reference-LB lab")
-        bl.add_argument("--node-runtime", default=AGENT, metavar="RUNTIME",
-                        help=f"also measure the lab on these nodes ({', '.join(NODE_RUNTIMES)}), beside "
-                             "the reference-LB lab on imitated nodes")
+        bl.add_argument("--node-runtime", default=AGENT, metavar="NAME",
+                        help=f"with {CONTAINERD}, also measure the lab on real nodes, beside the "
+                             "reference-LB lab on imitated nodes")
         bl.set_defaults(func=cmd_bench_lab)
         bt = bench.add_parser("traffic", help="the traffic engines beside wrk, against a lab VIP")
         bt.add_argument("--connections", type=int, default=10_000, help="long-lived connections to hold")

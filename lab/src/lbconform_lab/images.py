@@ -37,6 +37,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -57,12 +58,13 @@ BUSYBOX: Final = Path("/bin/busybox")
 KUBECTL: Final = f"registry.k8s.io/kubectl:{versions.KUBERNETES_VERSION}"
 #: Programs of this machine that upstream's kubectl image installs beside kubectl, by their path in
 #: the image (its Dockerfile adds bash and jq, with grep, sed, gawk, coreutils and diffutils).
-KUBECTL_TOOLS: Final = {Path("/bin/bash"): "/bin/bash", Path("/usr/bin/jq"): "/usr/bin/jq"}
+KUBECTL_TOOLS: Final = {"/bin/bash": Path("/bin/bash"), "/usr/bin/jq": Path("/usr/bin/jq")}
 PYTHON: Final = "docker.io/library/python:3.11-slim-bookworm"
 #: Debian bookworm's Python 3.11 (packages python3.11-minimal and libpython3.11-stdlib): the
 #: interpreter and standard library of the python image, which upstream builds from python.org's
 #: sources on the same Debian release.
 PYTHON_PROGRAM: Final = Path("/usr/bin/python3.11")
+PYTHON_VERSION: Final = (3, 11)
 PYTHON_STDLIB: Final = Path("/usr/lib/python3.11")
 #: What the image leaves out of the standard library: this machine's compiled caches (made by
 #: whatever ran here, so never the same twice) and the build's own configuration.
@@ -79,7 +81,8 @@ DEBS: Final = ("busybox-static", "curl", "netcat-openbsd", "bash", "jq", "python
 
 def missing() -> list[str]:
     """The machine's files the images take that it lacks (from ``DEBS``)."""
-    files = (BUSYBOX, *AGNHOST_TOOLS.values(), *KUBECTL_TOOLS, PYTHON_PROGRAM, PYTHON_STDLIB / "os.py")
+    files = (BUSYBOX, *AGNHOST_TOOLS.values(), *KUBECTL_TOOLS.values(), PYTHON_PROGRAM,
+             PYTHON_STDLIB / "os.py")
     return [str(p) for p in files if not p.is_file()]
 
 
@@ -168,6 +171,11 @@ def locust() -> oci.Image:
     what it requires, from the environment the lab runs in, where Debian's Python looks for what
     pip installs; ``locust`` its entrypoint, run as the user locust in its home, as upstream's
     image does."""
+    if sys.version_info[:2] != PYTHON_VERSION:
+        raise LabError(f"the Locust image runs Debian's Python {'.'.join(map(str, PYTHON_VERSION))} with "
+                       f"the packages of the lab's environment, which is Python {sys.version.split()[0]}: "
+                       f"make the virtualenv with python{'.'.join(map(str, PYTHON_VERSION))} (make setup "
+                       "PYTHON=python3.11)")
     base = python()
     packages: list[oci.Entry] = []
     roots = set()
@@ -201,7 +209,7 @@ def kubectl() -> oci.Image:
     """The kubectl the lab builds at /bin/kubectl, its entrypoint, with the tools upstream's image
     adds to its Debian base for scripts: bash and jq from this machine, busybox for grep, sed, awk,
     coreutils and diff."""
-    tools = [f for program, path in KUBECTL_TOOLS.items() for f in oci.program_files(program, path)]
+    tools = [f for path, program in KUBECTL_TOOLS.items() for f in oci.program_files(program, path)]
     own = {f.path for f in tools}
     entries: list[oci.Entry] = [*(e for e in busybox_entries() if e.path not in own),
                                 *{f.path: f for f in tools}.values(),
@@ -218,7 +226,8 @@ def entrypoint_image(reference: str, path: str, binary: str) -> Callable[[], oci
     return make
 
 
-#: Every image a real node holds, made from this machine's files at each call.
+#: Every image a real node holds, made from this machine's files at each call (the python image
+#: once per process: the Locust image stands on it).
 RECIPES: Final[tuple[Callable[[], oci.Image], ...]] = (pause, agnhost, kubectl, python, locust)
 #: The images of the load balancers the lab runs from upstream's manifests, by ``lab up --lb``.
 LB_RECIPES: Final[dict[str, tuple[Callable[[], oci.Image], ...]]] = {

@@ -2,7 +2,7 @@
 
 The lab has no Docker and no registry, yet a node's containerd must hold every image a pod
 names before the kubelet asks for it (a tagged image is IfNotPresent, so nothing is pulled).
-This module owns turning an image's description (its reference, the files of its one layer,
+This module owns turning an image's description (its reference, the files of its layers,
 its config) into an OCI image layout tar that ``ctr -n k8s.io images import`` accepts, and
 copying a host program into a layer with the shared libraries ``ldd`` says it needs.
 
@@ -318,19 +318,29 @@ def tree_entries(root: Path, skip: Iterable[str] = ()) -> list[Entry]:
 
 def shared_libraries(objects: Sequence[Path]) -> list[File]:
     """The shared libraries and dynamic loader ``ldd`` names for any of ``objects`` (programs or
-    shared objects, in one ``ldd`` run), each at its host path, without repeats."""
+    shared objects, in one ``ldd`` run), each at its host path, without repeats; a static one
+    names none."""
     if not objects:
         return []
     done = subprocess.run(["ldd", *map(str, objects)], capture_output=True, text=True, check=False,
                           env={**os.environ, "LC_ALL": "C"})
+    text = done.stdout + done.stderr
+    if done.returncode != 0 and "not a dynamic executable" not in text:
+        last = text.strip().splitlines()[-1] if text.strip() else f"exit status {done.returncode}"
+        what = objects[0] if len(objects) == 1 else f"of {len(objects)} objects"
+        raise LabError(f"ldd {what} failed: {last}")
     found: dict[str, File] = {}
+    current = str(objects[0])  # ldd heads each object's lines with "path:" when it reads several
     for line in done.stdout.splitlines():
+        if not line[:1].isspace() and line.endswith(":"):
+            current = line[:-1]
+            continue
         soname, arrow, rest = line.strip().partition(" => ")
         where = (rest if arrow else soname).split(" (")[0].strip()
         if where == "not found":
-            raise LabError(f"ldd finds no {soname} on this machine for one of {len(objects)} objects "
-                           f"from {objects[0].parent}: install its package (make setup)")
-        if where.startswith("/") and not where.endswith(":") and where not in found:
+            raise LabError(f"{current}: ldd finds no {soname} on this machine: install its package "
+                           "(make setup)")
+        if where.startswith("/") and where not in found:
             library = Path(where)
             found[where] = File(where, library, stat.S_IMODE(library.stat().st_mode))
     return list(found.values())
@@ -343,21 +353,4 @@ def program_files(program: Path, path: str | None = None) -> list[File]:
     if not program.is_file():
         raise LabError(f"program {program} is not a file on this machine")
     own = File(path or str(program), program, stat.S_IMODE(program.stat().st_mode))
-    done = subprocess.run(["ldd", str(program)], capture_output=True, text=True, check=False,
-                          env={**os.environ, "LC_ALL": "C"})
-    text = done.stdout + done.stderr
-    if "not a dynamic executable" in text or "statically linked" in text:
-        return [own]
-    if done.returncode != 0:
-        last = text.strip().splitlines()[-1] if text.strip() else f"exit status {done.returncode}"
-        raise LabError(f"ldd {program} failed: {last}")
-    files = [own]
-    for line in done.stdout.splitlines():
-        soname, arrow, rest = line.strip().partition(" => ")
-        where = (rest if arrow else soname).split(" (")[0].strip()
-        if where == "not found":
-            raise LabError(f"program {program}: ldd finds no {soname} on this machine")
-        if where.startswith("/"):
-            library = Path(where)
-            files.append(File(where, library, stat.S_IMODE(library.stat().st_mode)))
-    return files
+    return [own, *shared_libraries([program])]

@@ -10,8 +10,9 @@ at once, as on a cluster without a registry). Its processes run in its cgroup (`
 
 A power cut (``cut``) SIGKILLs the node's kubelet, containerd and kube-proxy and every process in
 its cgroup, then unmounts what the node had: its pods are gone as a VM's are. A start after it
-(``start``) is a boot: fresh tmpfs, containerd's state made anew (its root, with the images,
-kept as a disk's), and the kubelet starts the node's pods again.
+(``start_containerd``, ``import_images``, ``start_kubelet``) is a boot: fresh tmpfs, containerd's
+state made anew (its root, with the images, kept as a disk's), and the kubelet starts the node's
+pods again.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import contextlib
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
@@ -36,8 +36,10 @@ from lbconform_lab.nodeconfig import NodePaths
 CONTAINERD_READY_SECONDS: Final = 20.0
 #: How long a removal tries to delete containerd's directory of a node whose power was cut.
 CONTAINERD_GONE_SECONDS: Final = 5.0
-#: How often the image imports are checked for an end.
+#: How often the image imports are checked for an end, and how long they may take in all (about
+#: 8 s for three nodes on two cores).
 IMPORT_POLL_SECONDS: Final = 0.02
+IMPORTS_SECONDS: Final = 120.0
 #: The node's mount namespace, as run inside it at creation ($1 the resolv.conf, $2 the hostname).
 #: Its copies of the machine's namespace files (other nodes', other labs', /run/netns) go first:
 #: a copy would keep that namespace alive as long as this node's mounts live.
@@ -117,32 +119,41 @@ def start_containerd(p: NodePaths, spawn: Spawn) -> None:
 
 
 def import_images(nodes: Sequence[NodePaths], tars: Sequence[Path]) -> None:
-    """Every image tar into each node's containerd: the nodes side by side (an import is mostly
-    the unpacking of many small files, which two cores do at once), each node's in order. An
-    import that fails, or an interrupt, ends the imports still running before it is raised."""
+    """Every image tar into each node's containerd, each node's in order, the nodes side by side
+    (one import per node at a time: unpacking layers keeps both cores busy with three nodes). An
+    import that fails, outlives ``IMPORTS_SECONDS`` or is interrupted ends the others before it
+    is raised."""
     ctr = build.binary("ctr")
     todo = {p.node.name: (p, list(tars)) for p in nodes} if tars else {}
     running: dict[str, tuple[subprocess.Popen[str], Path]] = {}
+
+    def step() -> bool:
+        for name, (p, left) in todo.items():
+            if name not in running and left:
+                argv = enter_argv_plain(p, images.import_argv(ctr, str(p.socket), left[0]))
+                running[name] = (subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                  text=True), left.pop(0))
+        for name, (proc, tar) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[name]
+            err = proc.communicate()[1].strip()
+            if proc.returncode != 0:
+                raise LabError(f"{name}: importing {tar.name} into its containerd failed: {err}")
+            if not todo[name][1]:
+                del todo[name]
+        return not todo
+
     try:
-        while todo:
-            for name, (p, left) in todo.items():
-                if name not in running and left:
-                    argv = enter_argv_plain(p, images.import_argv(ctr, str(p.socket), left[0]))
-                    running[name] = (subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                                      stderr=subprocess.PIPE, text=True), left.pop(0))
-            for name, (proc, tar) in list(running.items()):
-                if proc.poll() is None:
-                    continue
-                del running[name]
-                if proc.returncode != 0:
-                    raise LabError(f"{name}: importing {tar.name} into its containerd failed: "
-                                   f"{proc.communicate()[1].strip()}")
-                if not todo[name][1]:
-                    del todo[name]
-            time.sleep(IMPORT_POLL_SECONDS)
+        poll_until(step, timeout=IMPORTS_SECONDS, interval=IMPORT_POLL_SECONDS, retry_on=(),
+                   description="every node's containerd to import the lab's images")
+    except WaitTimeout as exc:
+        late = ", ".join(f"{name} ({tar.name})" for name, (_, tar) in running.items())
+        raise LabError(f"importing the images outlived {IMPORTS_SECONDS:g}s on {late}") from exc
     finally:
         for proc, _ in running.values():
             proc.kill()
+        for proc, _ in running.values():
             proc.communicate()
 
 
